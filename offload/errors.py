@@ -1,0 +1,96 @@
+"""Errors under one base, each knowing its HTTP status and what the model should be told.
+
+A developer sees the exception with its attributes; a model sees `model_message()`: one short,
+actionable paragraph it can recover from (what went wrong, and the call that would work).
+"""
+
+from __future__ import annotations
+
+
+class OffloadError(Exception):
+    """Base of every error offload raises on purpose."""
+
+    status: int = 400
+    code: str = "offload_error"
+
+    def model_message(self) -> str:
+        return str(self)
+
+    def to_dict(self) -> dict:
+        return {"error": self.code, "message": self.model_message(), "status": self.status}
+
+
+class ArtifactNotFound(OffloadError):
+    status = 404
+    code = "not_found"
+
+    def __init__(self, artifact_id: str):
+        self.artifact_id = artifact_id
+        super().__init__(
+            f"No artifact {artifact_id!r}. Artifact ids look like 'art_…' and come from a reference; "
+            "list the stored ones with `offload ls` (or GET /api/artifacts)."
+        )
+
+
+class ArtifactExpired(OffloadError):
+    status = 410
+    code = "expired"
+
+    def __init__(self, artifact_id: str, when: str | None = None, reason: str = "expired"):
+        self.artifact_id = artifact_id
+        self.reason = reason
+        at = f" at {when}" if when else ""
+        super().__init__(
+            f"Artifact {artifact_id!r} {reason}{at} and is no longer available. "
+            "Re-run the tool that produced it if you still need the data; `offload ls` lists what is stored."
+        )
+
+
+class InvalidArgument(OffloadError):
+    """A caller-supplied argument that cannot work (bad unit, negative limit, bad expression...)."""
+
+    status = 422
+    code = "invalid_argument"
+
+
+class QueryError(InvalidArgument):
+    code = "invalid_query"
+
+
+class QueryTimeout(OffloadError):
+    status = 422
+    code = "query_timeout"
+
+
+class TooLarge(OffloadError):
+    status = 413
+    code = "too_large"
+
+
+class StoreError(OffloadError):
+    """The store could not be opened, written or read."""
+
+    status = 503
+    code = "store_error"
+
+
+class StoreLocked(StoreError):
+    code = "store_locked"
+
+
+class QuotaExceeded(StoreError):
+    status = 507
+    code = "quota_exceeded"
+
+
+class ContextBudgetExceeded(OffloadError):
+    status = 413
+    code = "context_budget_exceeded"
+
+    def __init__(self, needed: int, budget: int, detail: str = ""):
+        self.needed = needed
+        self.budget = budget
+        super().__init__(
+            f"The system prompt and the most recent turn need about {needed} tokens; the budget is {budget}."
+            + (f" {detail}" if detail else "")
+        )

@@ -1,0 +1,140 @@
+"""The Reference: what the model sees in place of an oversized result.
+
+Its text says what was stored, the exact sizes (estimates labelled as such), a preview that keeps what
+matters, whether anything was left out, and the exact next calls. Its dict form is the same facts for
+structured tool results and the API. A reference for a result that could NOT be stored says so plainly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+KIND_LABELS = {
+    "json": "JSON document", "ndjson": "NDJSON rows", "csv": "CSV table", "grep": "grep output",
+    "shell": "shell output", "text": "text", "binary": "binary data",
+}
+
+
+def _n(value: int | None) -> str:
+    return f"{value:,}" if value is not None else "?"
+
+
+@dataclass
+class Reference:
+    artifact_id: str | None
+    tool: str
+    kind: str
+    content_type: str
+    bytes: int
+    chars: int
+    lines: int
+    items: int | None
+    tokens: int
+    sha256: str
+    preview: str
+    truncated: bool
+    shape: dict | None = None
+    shape_text: str = ""
+    hints: list[dict[str, Any]] = field(default_factory=list)  # {"jmespath": e, "result": summary}
+    omitted: str = ""
+    notes: list[str] = field(default_factory=list)
+    stored: bool = True
+    error: str | None = None  # why it was not stored
+    exit_code: int | None = None
+    stderr: str | None = None  # stderr preview (shell)
+    stderr_bytes: int | None = None
+    stderr_artifact_id: str | None = None
+    stderr_truncated: bool = False
+    items_path: str | None = None
+    same_as: str | None = None  # an earlier artifact with the same result
+    tokens_exact: bool = False
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    # -- structured form --------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["hints"] = [h["jmespath"] for h in self.hints]
+        data["hint_results"] = {h["jmespath"]: h.get("result") for h in self.hints}
+        data["tokens_estimated"] = not self.tokens_exact
+        data.pop("tokens_exact")
+        data.pop("shape_text")
+        return {k: v for k, v in data.items() if v is not None and v != [] and v != {}}
+
+    def __str__(self) -> str:
+        return self.render()
+
+    # -- text form --------------------------------------------------------------------------
+
+    def render(self) -> str:
+        return "\n".join(part for part in (self.header(), self.body(), self.footer()) if part)
+
+    def header(self) -> str:
+        label = KIND_LABELS.get(self.kind, self.kind)
+        tokens = f"{_n(self.tokens)} tokens" + ("" if self.tokens_exact else " (estimate)")
+        if self.kind == "binary":
+            size = f"{_n(self.bytes)} bytes, {self.content_type}, sha256 {self.sha256[:16]}…"
+        else:
+            size = f"{_n(self.bytes)} bytes, {_n(self.lines)} lines, {_n(self.chars)} chars"
+            if self.items is not None:
+                size += f", {_n(self.items)} items" + (f" at `{self.items_path}`" if self.items_path else "")
+            size += f", {tokens}"
+        if not self.stored:
+            return (f"[offload] The result of `{self.tool}` was too large for the context ({label}: {size}) and "
+                    f"could NOT be stored ({self.error}). Only the preview below reaches you; the rest is not "
+                    "retrievable. Re-run the tool with narrower arguments if you need more.")
+        lines = [f"[offload] The result of `{self.tool}` was too large for the context and was stored whole as "
+                 f"{self.artifact_id} ({label}: {size})."]
+        if self.same_as:
+            lines.append(f"Same result as {self.same_as} (an earlier identical call): query that one instead of "
+                         "re-running the tool.")
+        if self.exit_code is not None:
+            lines.append(f"Exit code: {self.exit_code}.")
+        lines.extend(f"Note: {note}" for note in self.notes)
+        return "\n".join(lines)
+
+    def body(self) -> str:
+        parts = []
+        if self.shape_text:
+            parts.append("Shape:\n" + self.shape_text)
+        if self.preview:
+            what = "Preview (stdout)" if self.kind == "shell" or self.exit_code is not None else "Preview"
+            parts.append(f"{what}{' — partial' if self.truncated else ' — complete'}:\n{self.preview}")
+        if self.omitted:
+            parts.append(f"Not shown: {self.omitted}.")
+        if self.stderr is not None:
+            where = (f" stored whole as {self.stderr_artifact_id}" if self.stderr_artifact_id else "")
+            cut = " — partial" if self.stderr_truncated else ""
+            parts.append(f"stderr ({_n(self.stderr_bytes)} bytes{where}){cut}:\n{self.stderr}")
+        return "\n".join(parts)
+
+    def footer(self) -> str:
+        if not self.stored:
+            return ""
+        aid = self.artifact_id
+        lines = []
+        if self.hints:
+            lines.append("JMESPath hints (each was run on the stored document):")
+            for hint in self.hints:
+                result = f"  → {hint['result']}" if hint.get("result") else ""
+                lines.append(f'  query_artifact(artifact_id="{aid}", jmespath={_q(hint["jmespath"])}){result}')
+        if self.kind == "binary":
+            lines.append(f'Next: fetch_slice(artifact_id="{aid}", unit="bytes", offset=0, limit=256) reads raw bytes.')
+            return "\n".join(lines)
+        nxt = [f'fetch_slice(artifact_id="{aid}", offset=0, limit=100) reads lines (offset=-40 reads the last 40)']
+        if self.items is not None:
+            path = f", path={_q(self.items_path)}" if self.items_path else ""
+            nxt.append(f'fetch_slice(artifact_id="{aid}", unit="items"{path}, offset=0, limit=20) reads whole items')
+        if self.kind in ("json", "ndjson"):
+            nxt.append(f'query_artifact(artifact_id="{aid}", jmespath="…") extracts')
+        if self.kind in ("json", "ndjson", "csv"):
+            nxt.append(f'query_artifact(artifact_id="{aid}", sql="SELECT … FROM artifact") runs SQL')
+        nxt.append(f'query_artifact(artifact_id="{aid}", grep="regex", context=2) searches lines')
+        lines.append("Next: " + "; ".join(nxt) + ".")
+        return "\n".join(lines)
+
+
+def _q(text: str) -> str:
+    """A string literal for the example calls: double quotes, with inner quotes escaped."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'

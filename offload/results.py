@@ -1,0 +1,70 @@
+"""Turn whatever a tool returned into bytes to measure and store, remembering its shape.
+
+A shell result (a dict with stdout/stderr/exit_code, a CompletedProcess, or a (stdout, stderr, code)
+tuple) keeps its parts apart: stdout is the artifact, stderr and the exit code travel beside it.
+Objects are stored as their JSON text; str as UTF-8; bytes as they are.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+
+@dataclass
+class Payload:
+    data: bytes  # what is measured and stored (stdout for a shell result)
+    text: str | None  # the same as text, when it came as text (saves a decode)
+    is_object: bool = False  # came as a JSON-able object
+    stderr: bytes | None = None
+    exit_code: int | None = None
+
+    @property
+    def is_shell(self) -> bool:
+        return self.exit_code is not None or self.stderr is not None
+
+
+def _as_bytes(value: Any) -> tuple[bytes, str | None]:
+    if value is None:
+        return b"", ""
+    if isinstance(value, str):
+        return value.encode("utf-8", errors="surrogatepass"), value
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value), None
+    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS), None
+
+
+def _shell_parts(result: Any) -> tuple[Any, Any, Any] | None:
+    if isinstance(result, subprocess.CompletedProcess):
+        return result.stdout, result.stderr, result.returncode
+    if isinstance(result, dict) and "stdout" in result and ({"stderr", "exit_code", "returncode"} & result.keys()):
+        code = result.get("exit_code", result.get("returncode"))
+        if set(result) <= {"stdout", "stderr", "exit_code", "returncode"}:
+            return result.get("stdout"), result.get("stderr"), code
+    if (isinstance(result, tuple) and len(result) == 3 and isinstance(result[0], (str, bytes, type(None)))
+            and isinstance(result[1], (str, bytes, type(None))) and isinstance(result[2], int)):
+        return result
+    return None
+
+
+def to_payload(result: Any) -> Payload:
+    shell = _shell_parts(result)
+    if shell is not None:
+        stdout, stderr, code = shell
+        data, text = _as_bytes(stdout)
+        err, _ = _as_bytes(stderr)
+        return Payload(data, text, stderr=err, exit_code=int(code) if code is not None else None)
+    if isinstance(result, (str, bytes, bytearray, memoryview)):
+        data, text = _as_bytes(result)
+        return Payload(data, text)
+    data, _ = _as_bytes(result)
+    return Payload(data, None, is_object=True)
+
+
+def cheap_fits(payload: Payload, limit: int) -> bool:
+    """True when the result surely fits without estimating: a token is at least one UTF-8 byte."""
+    size = len(payload.data) + len(payload.stderr or b"")
+    return size <= limit

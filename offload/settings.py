@@ -1,0 +1,119 @@
+"""One settings object: code arguments over OFFLOAD_* environment over a config file over defaults.
+
+Per-tool budgets are keyed by tool name through aliases (cat → read, rg → grep, ...), so a harness's
+own tool names get sensible limits without configuration. The config file is TOML: OFFLOAD_CONFIG, else
+`.offload/config.toml` in the project store, else `config.toml` in the user's offload config folder.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+# Defaults from current practice (tokens): see DESIGN.md and the issue that set them.
+DEFAULT_LIMITS: dict[str, int] = {
+    "read": 8000,
+    "shell": 6000,
+    "shell_stderr": 2000,
+    "grep": 4000,
+    "glob": 2000,
+    "default": 4000,
+}
+
+DEFAULT_ALIASES: dict[str, str] = {
+    "read_file": "read", "read_text_file": "read", "cat": "read",
+    "bash": "shell", "sh": "shell", "exec": "shell", "run_command": "shell",
+    "grep": "grep", "rg": "grep", "search_code": "grep",
+    "glob": "glob", "find": "glob", "list_files": "glob",
+}
+
+
+def config_file() -> Path | None:
+    explicit = os.environ.get("OFFLOAD_CONFIG")
+    if explicit:
+        return Path(explicit)
+    from .store.engines import find_project_store
+
+    project = find_project_store()
+    if project and (project / "config.toml").exists():
+        return project / "config.toml"
+    import platformdirs
+
+    user = Path(platformdirs.user_config_dir("offload", appauthor=False)) / "config.toml"
+    return user if user.exists() else None
+
+
+class _ToolLimitEnv(PydanticBaseSettingsSource):
+    """OFFLOAD_LIMIT_<TOOL>=<tokens> → limits[<tool>] (lower-cased)."""
+
+    def get_field_value(self, field, field_name):  # pragma: no cover - required by the interface
+        return None, field_name, False
+
+    def __call__(self) -> dict[str, Any]:
+        limits = {}
+        for key, value in os.environ.items():
+            if key.startswith("OFFLOAD_LIMIT_") and value.strip():
+                limits[key[len("OFFLOAD_LIMIT_"):].lower()] = int(value)
+        return {"limits": limits} if limits else {}
+
+
+class Settings(BaseSettings):
+    """Everything offload can be told. Each field: OFFLOAD_<NAME> in the environment, or the config file."""
+
+    model_config = SettingsConfigDict(env_prefix="OFFLOAD_", extra="ignore", validate_default=True)
+
+    url: str | None = Field(None, description="Store URL (sqlite:///…, duckdb:///…, postgresql://…) or a file path.")
+    namespace: str = Field("", description="Isolation boundary: a tenant, user or team; sees only its artifacts.")
+    limits: dict[str, int] = Field(default_factory=dict,
+                                   description="Per-tool token budgets, by tool name or alias target; merged over the defaults.")
+    aliases: dict[str, str] = Field(default_factory=dict, description="Extra tool-name aliases (name or glob → budget key).")
+    reference_tokens: int = Field(800, ge=200, description="Budget of a whole reference, in tokens.")
+    grep_max_lines: int = Field(200, ge=1, description="At most this many grep lines in a preview.")
+    window_tokens: int | None = Field(None, description="The model's context window, when known.")
+    window_share: float = Field(0.30, gt=0, le=1, description="No single result takes more than this share of the window.")
+    slice_tokens: int = Field(4000, ge=100, description="Budget of one fetch_slice page.")
+    query_tokens: int = Field(4000, ge=100, description="Budget of an inline query result; larger ones are stored.")
+    ttl_days: float | None = Field(7.0, description="Artifacts expire after this many days (None: never).")
+    quota_bytes: int | None = Field(10 * 1024**3, description="Store size quota; gc evicts least recently used above it.")
+    busy_timeout: float = Field(30.0, description="Seconds to wait for a busy SQLite store before failing open.")
+    tokenizer: str | None = Field(None, description="A real tokenizer for counts (o200k_base, cl100k_base; needs bpe-openai).")
+    cache_bytes: int = Field(512 * 1024**2, description="Memory bound of the parsed-document cache for queries.")
+    query_timeout: float = Field(5.0, description="Seconds a grep or SQL query may run.")
+
+    @classmethod
+    def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,
+                                   file_secret_settings):
+        sources: list[PydanticBaseSettingsSource] = [init_settings, _ToolLimitEnv(settings_cls), env_settings]
+        path = config_file()
+        if path is not None:
+            sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+        return tuple(sources)
+
+    def budget_key(self, tool: str) -> str:
+        """The limits key a tool name maps to: itself if configured, an alias, a glob alias, or default."""
+        name = tool.lower()
+        if name in self.limits or name in DEFAULT_LIMITS:
+            return name
+        aliases = {**DEFAULT_ALIASES, **{k.lower(): v for k, v in self.aliases.items()}}
+        if name in aliases:
+            return aliases[name]
+        for pattern, target in aliases.items():
+            if any(ch in pattern for ch in "*?[") and fnmatch.fnmatchcase(name, pattern):
+                return target
+        return "default"
+
+    def limit(self, key: str) -> int:
+        """Budget in tokens for a limits key, capped by the window share when the window is known."""
+        merged = {**DEFAULT_LIMITS, **{k.lower(): v for k, v in self.limits.items()}}
+        value = merged.get(key.lower(), merged["default"])
+        if self.window_tokens:
+            value = min(value, int(self.window_tokens * self.window_share))
+        return value
+
+    def limit_for(self, tool: str) -> int:
+        return self.limit(self.budget_key(tool))

@@ -1,0 +1,271 @@
+"""Cut content into bounded chunks with byte, character and line offsets, and index JSON array items.
+
+Chunks end on a newline when one is near the size limit, else on a UTF-8 character boundary, so each
+chunk decodes on its own and a slice in any unit reads only the chunks that hold it. The item index
+records where each item of a JSON document's main array (or each NDJSON row) starts and ends, found
+with vectorised passes over the bytes (numpy), never a Python loop per byte.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Iterator
+
+import numpy as np
+
+CHUNK_SIZE = 1 << 20  # 1 MiB: one primary-key read per chunk, small enough to slice from memory
+
+
+@dataclass(frozen=True)
+class Chunk:
+    seq: int
+    byte_start: int
+    char_start: int
+    line_start: int  # number of b"\n" before this chunk: the 0-based line its first byte belongs to
+    data: bytes
+    chars: int
+    newlines: int
+
+
+def _cut_point(buf: bytes | memoryview, start: int, size: int) -> int:
+    """End of the chunk starting at `start`: after a newline near the limit, else on a char boundary."""
+    end = start + size
+    if end >= len(buf):
+        return len(buf)
+    window = bytes(buf[start + size // 2 : end])
+    nl = window.rfind(b"\n")
+    if nl >= 0:
+        return start + size // 2 + nl + 1
+    # No newline in the second half: step back over UTF-8 continuation bytes (10xxxxxx), at most 3.
+    cut = end
+    while cut > end - 4 and 0x80 <= buf[cut] <= 0xBF:
+        cut -= 1
+    return cut if cut > start else end
+
+
+def chunk_bytes(data: bytes, size: int = CHUNK_SIZE, start_seq: int = 0,
+                byte_start: int = 0, char_start: int = 0, line_start: int = 0) -> Iterator[Chunk]:
+    """Split `data` into chunks; the offsets continue from the given starts (for streamed input)."""
+    view = memoryview(data)
+    pos = 0
+    seq = start_seq
+    while pos < len(data):
+        end = _cut_point(view, pos, size)
+        piece = bytes(view[pos:end])
+        chars = len(piece.decode("utf-8", errors="replace"))
+        newlines = piece.count(b"\n")
+        yield Chunk(seq, byte_start, char_start, line_start, piece, chars, newlines)
+        seq += 1
+        byte_start += len(piece)
+        char_start += chars
+        line_start += newlines
+        pos = end
+
+
+def chunk_stream(blocks: Iterable[bytes], size: int = CHUNK_SIZE) -> Iterator[Chunk]:
+    """Chunk a stream of byte blocks without holding more than about two chunks in memory."""
+    pending = b""
+    seq = byte_start = char_start = line_start = 0
+    for block in blocks:
+        pending += block
+        while len(pending) >= 2 * size:
+            end = _cut_point(pending, 0, size)
+            for chunk in chunk_bytes(pending[:end], size, seq, byte_start, char_start, line_start):
+                yield chunk
+                seq, byte_start = chunk.seq + 1, chunk.byte_start + len(chunk.data)
+                char_start, line_start = chunk.char_start + chunk.chars, chunk.line_start + chunk.newlines
+            pending = pending[end:]
+    yield from chunk_bytes(pending, size, seq, byte_start, char_start, line_start)
+
+
+def count_lines(total_bytes: int, newlines: int, ends_with_newline: bool) -> int:
+    """Lines as a reader counts them: a last line without its newline still counts."""
+    if total_bytes == 0:
+        return 0
+    return newlines + (0 if ends_with_newline else 1)
+
+
+# ---------------------------------------------------------------------------------------------
+# Item index: byte ranges of the items of the main JSON array, or of NDJSON rows.
+
+_BLOCK = 16 << 20
+ITEMS_PER_BLOCK = 65536
+_STRUCTURAL = np.zeros(256, dtype=bool)
+for _c in b'"\\[]{},':
+    _STRUCTURAL[_c] = True
+_DELTA = np.zeros(256, dtype=np.int64)
+_DELTA[ord("[")] = _DELTA[ord("{")] = 1
+_DELTA[ord("]")] = _DELTA[ord("}")] = -1
+_WS = b" \t\r\n"
+
+
+@dataclass
+class ItemIndex:
+    """Byte ranges of items: item i is data[starts[i]:ends[i]] (surrounding whitespace included)."""
+
+    path: str  # JMESPath of the indexed array: "" for a top-level array or NDJSON rows
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def blocks(self) -> Iterator[tuple[int, bytes]]:
+        """Packed int64 (start, end) pairs, ITEMS_PER_BLOCK items per block, for storage."""
+        pairs = np.stack([self.starts, self.ends], axis=1).astype("<i8")
+        for block, first in enumerate(range(0, len(pairs), ITEMS_PER_BLOCK)):
+            yield block, pairs[first : first + ITEMS_PER_BLOCK].tobytes()
+
+
+def unpack_block(blob: bytes) -> np.ndarray:
+    return np.frombuffer(blob, dtype="<i8").reshape(-1, 2)
+
+
+def _block_bounds(data: bytes) -> Iterator[tuple[int, int]]:
+    """Block boundaries that never split a run of backslashes (so escapes resolve inside a block)."""
+    start = 0
+    while start < len(data):
+        end = min(start + _BLOCK, len(data))
+        while end < len(data) and data[end - 1] == 0x5C:
+            end += 1
+        yield start, end
+        start = end
+
+
+def _shallow_structure(data: bytes, max_depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Positions, bytes and depth-before of structural chars outside strings with depth <= max_depth."""
+    buf_all = np.frombuffer(data, dtype=np.uint8)
+    in_string = False
+    depth = 0
+    out_pos, out_val, out_depth = [], [], []
+    for lo, hi in _block_bounds(data):
+        buf = buf_all[lo:hi]
+        pos = np.flatnonzero(_STRUCTURAL[buf])
+        if len(pos) == 0:
+            continue
+        vals = buf[pos]
+        bs = vals == 0x5C
+        if bs.any():
+            # the character right after an odd-length run of backslashes is escaped
+            bpos = pos[bs]
+            breaks = np.flatnonzero(np.diff(bpos) != 1) + 1
+            run_start = np.concatenate(([0], breaks))
+            run_end = np.concatenate((breaks, [len(bpos)]))
+            odd = (run_end - run_start) % 2 == 1
+            escaped = bpos[run_end[odd] - 1] + 1
+            keep = ~bs & ~np.isin(pos, escaped)
+            pos, vals = pos[keep], vals[keep]
+        quotes = vals == 0x22
+        toggles = np.cumsum(quotes)
+        inside_before = ((toggles - quotes) % 2 == 1) ^ in_string
+        outside = ~inside_before & ~quotes
+        in_string ^= bool(toggles[-1] % 2) if len(toggles) else False
+        pos, vals = pos[outside], vals[outside]
+        delta = _DELTA[vals]
+        depth_before = depth + np.cumsum(delta) - delta
+        if len(delta):
+            depth = int(depth_before[-1] + delta[-1])
+        shallow = depth_before <= max_depth
+        out_pos.append(pos[shallow] + lo)
+        out_val.append(vals[shallow])
+        out_depth.append(depth_before[shallow])
+    if not out_pos:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, np.zeros(0, dtype=np.uint8), empty
+    return np.concatenate(out_pos), np.concatenate(out_val), np.concatenate(out_depth)
+
+
+def _items_between(pos: np.ndarray, vals: np.ndarray, depth: np.ndarray, data: bytes,
+                   open_i: int, level: int) -> tuple[np.ndarray, np.ndarray]:
+    """Items of the array whose "[" is entry open_i and whose items sit at depth `level`."""
+    after = slice(open_i + 1, None)
+    d, v, p = depth[after], vals[after], pos[after]
+    close_rel = np.flatnonzero((d == level) & (v == ord("]")))
+    if len(close_rel) == 0:
+        raise ValueError("unterminated array")
+    close = close_rel[0]
+    commas = p[:close][(d[:close] == level) & (v[:close] == ord(","))]
+    open_pos, close_pos = int(pos[open_i]), int(p[close])
+    if len(commas) == 0 and not data[open_pos + 1 : close_pos].strip(_WS):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    starts = np.concatenate(([open_pos + 1], commas + 1)).astype(np.int64)
+    ends = np.concatenate((commas, [close_pos])).astype(np.int64)
+    return starts, ends
+
+
+def _key_before(data: bytes, bracket: int) -> str | None:
+    """The object key whose value opens at `bracket` ("key": [ ...), read backwards."""
+    i = bracket - 1
+    while i >= 0 and data[i] in _WS:
+        i -= 1
+    if i < 0 or data[i] != ord(":"):
+        return None
+    i -= 1
+    while i >= 0 and data[i] in _WS:
+        i -= 1
+    if i < 0 or data[i] != ord('"'):
+        return None
+    end = i
+    i -= 1
+    while i >= 0 and not (data[i] == ord('"') and data[i - 1] != 0x5C):
+        i -= 1
+    import orjson
+
+    try:
+        return orjson.loads(data[i : end + 1])
+    except orjson.JSONDecodeError:
+        return None
+
+
+def json_item_index(data: bytes) -> ItemIndex | None:
+    """Index the main array: the top-level array, else the largest array directly under the top object.
+
+    Returns None when the document has no such array or is not well-formed enough to index (the caller
+    then pages items from the parsed document instead).
+    """
+    first = data.lstrip(_WS)[:1]
+    if first not in (b"[", b"{"):
+        return None
+    try:
+        pos, vals, depth = _shallow_structure(data, 2)
+        if first == b"[":
+            starts, ends = _items_between(pos, vals, depth, data, 0, 1)
+            return ItemIndex("", starts, ends)
+        best: ItemIndex | None = None
+        for open_i in np.flatnonzero((depth == 1) & (vals == ord("["))):
+            key = _key_before(data, int(pos[open_i]))
+            if key is None:
+                continue
+            starts, ends = _items_between(pos, vals, depth, data, int(open_i), 2)
+            if best is None or len(starts) > len(best):
+                best = ItemIndex(jmespath_key(key), starts, ends)
+        return best
+    except ValueError:
+        return None
+
+
+def jmespath_key(key: str) -> str:
+    """A key as a JMESPath identifier, quoted when it is not a bare identifier."""
+    import re
+
+    if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        return key
+    import json
+
+    return json.dumps(key, ensure_ascii=False)
+
+
+def ndjson_item_index(data: bytes) -> ItemIndex:
+    """Rows of NDJSON: every line with something on it."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    newlines = np.flatnonzero(buf == 10)
+    starts = np.concatenate(([0], newlines + 1)).astype(np.int64)
+    ends = np.concatenate((newlines, [len(data)])).astype(np.int64)
+    length = ends - starts
+    nonblank = length > 0
+    # a line that is only "\r" (CRLF files) or spaces is not a row
+    short = nonblank & (length <= 2)
+    for i in np.flatnonzero(short):
+        if not data[starts[i] : ends[i]].strip(_WS):
+            nonblank[i] = False
+    return ItemIndex("", starts[nonblank], ends[nonblank])

@@ -1,0 +1,201 @@
+"""From a store location to a migrated SQLAlchemy engine.
+
+The store is found like git finds a repository: an explicit URL (or OFFLOAD_URL), else the nearest
+`.offload/` folder from the working directory upwards, else a per-user store. SQLite runs in WAL mode
+with a busy timeout so several processes share one store; writes take the lock up front (BEGIN
+IMMEDIATE) so a reader turning writer never fails with "database is locked" mid-transaction.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import zlib
+from pathlib import Path
+
+import sqlalchemy as sa
+from alembic import command
+from alembic.config import Config
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from sqlalchemy import event
+from sqlalchemy.engine import URL, Engine, make_url
+
+from ..errors import StoreError, StoreLocked
+
+PROJECT_DIR = ".offload"
+STORE_FILE = "store.db"
+
+
+def find_project_store(start: Path | None = None) -> Path | None:
+    """The nearest `.offload/` folder from `start` (default: the working directory) upwards."""
+    here = (start or Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        candidate = folder / PROJECT_DIR
+        if candidate.is_dir():
+            return candidate
+    return None
+
+
+def user_store_dir() -> Path:
+    import platformdirs
+
+    return Path(platformdirs.user_data_dir("offload", appauthor=False))
+
+
+def resolve_url(url: str | None = None) -> str:
+    """The store URL: explicit, OFFLOAD_URL, nearest .offload/, else the per-user store."""
+    url = url or os.environ.get("OFFLOAD_URL")
+    if not url:
+        folder = find_project_store() or user_store_dir()
+        return f"sqlite:///{folder / STORE_FILE}"
+    if "://" not in url:  # a plain path: the suffix says which embedded engine
+        path = Path(url).expanduser().resolve()
+        scheme = "duckdb" if path.suffix == ".duckdb" else "sqlite"
+        return f"{scheme}:///{path}"
+    if url.startswith(("postgresql://", "postgres://")):
+        return "postgresql+psycopg://" + url.split("://", 1)[1]
+    return url
+
+
+def init_project(folder: Path) -> Path:
+    """Create `folder/.offload/` with a .gitignore that ignores everything in it; return the folder."""
+    target = folder / PROJECT_DIR
+    target.mkdir(mode=0o700, parents=True, exist_ok=True)
+    gitignore = target / ".gitignore"
+    if not gitignore.exists():
+        gitignore.write_text("# offload's store: never commit it\n*\n")
+    return target
+
+
+def _database_file(url: URL) -> Path | None:
+    if url.get_backend_name() in ("sqlite", "duckdb") and url.database not in (None, "", ":memory:"):
+        return Path(url.database)
+    return None
+
+
+def _prepare_file(path: Path) -> None:
+    """Make the folder and an owner-only (0600) file before the database engine creates it."""
+    if not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if not path.exists():
+        os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
+    os.chmod(path, 0o600)
+
+
+def _restrict_sidecars(path: Path) -> None:
+    for suffix in ("-wal", "-shm", ".wal", "-journal"):
+        side = path.with_name(path.name + suffix)
+        if side.exists():
+            os.chmod(side, 0o600)
+
+
+def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
+    parsed = make_url(url)
+    backend = parsed.get_backend_name()
+    path = _database_file(parsed)
+    if path is not None:
+        if backend == "duckdb" and path.exists() and path.stat().st_size == 0:
+            path.unlink()  # DuckDB refuses an empty file; it creates its own (then we chmod it)
+        if backend == "sqlite":
+            _prepare_file(path)
+        elif not path.parent.exists():
+            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if backend == "sqlite":
+        engine = sa.create_engine(parsed, connect_args={"timeout": busy_timeout, "check_same_thread": False})
+        _sqlite_events(engine, busy_timeout)
+    elif backend == "postgresql":
+        engine = sa.create_engine(parsed, pool_pre_ping=True)
+    elif backend == "duckdb":
+        engine = sa.create_engine(parsed)
+    else:
+        raise StoreError(f"Unsupported store URL {url!r}: use sqlite:///PATH, duckdb:///PATH or postgresql://…")
+    try:
+        with engine.connect() as conn:
+            conn.exec_driver_sql("SELECT 1")
+    except sa.exc.DBAPIError as exc:
+        engine.dispose()
+        raise _open_error(url, path, exc) from exc
+    if path is not None:
+        if path.exists():
+            os.chmod(path, 0o600)
+        _restrict_sidecars(path)
+    return engine
+
+
+def _open_error(url: str, path: Path | None, exc: Exception) -> StoreError:
+    text = str(exc)
+    if "Could not set lock" in text or "Conflicting lock" in text:
+        return StoreLocked(
+            f"The DuckDB store {path} is open in another process, and a DuckDB file admits one process at a "
+            "time. Stop that process, or use the default SQLite store (many processes can share it) or "
+            "PostgreSQL for several writers."
+        )
+    return StoreError(f"Cannot open the store {make_url(url).render_as_string(hide_password=True)}: {text}")
+
+
+def _sqlite_events(engine: Engine, busy_timeout: float) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (pysqlite's own is too late)
+        cur = dbapi_conn.cursor()
+        cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        cur.execute("PRAGMA journal_mode = WAL")
+        cur.execute("PRAGMA synchronous = NORMAL")  # durable across process crashes in WAL mode
+        cur.close()
+
+    @event.listens_for(engine, "begin")
+    def _on_begin(conn):
+        write = conn.get_execution_options().get("offload_write", False)
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+# ---------------------------------------------------------------------------------------------
+# Migrations
+
+_migrate_lock = threading.Lock()
+
+
+def alembic_config() -> Config:
+    cfg = Config()
+    cfg.set_main_option("script_location", "offload:migrations")
+    return cfg
+
+
+def head_revision() -> str:
+    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+
+
+def current_revision(engine: Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(engine: Engine) -> tuple[str | None, str]:
+    """Bring the schema to head under a lock (one migrator at a time); returns (before, after)."""
+    head = head_revision()
+    with _migrate_lock:
+        before = current_revision(engine)
+        if before == head:
+            return before, head
+        with engine.connect().execution_options(offload_write=True) as conn:
+            with conn.begin():
+                if engine.dialect.name == "postgresql":
+                    conn.exec_driver_sql(f"SELECT pg_advisory_xact_lock({zlib.crc32(b'offload-migrate')})")
+                # another process may have migrated while we waited for the lock
+                if MigrationContext.configure(conn).get_current_revision() != head:
+                    cfg = alembic_config()
+                    cfg.attributes["connection"] = conn
+                    command.upgrade(cfg, "head")
+    return before, head
+
+
+def open_engine(url: str | None = None, *, busy_timeout: float = 30.0, migrate: bool = True) -> Engine:
+    engine = make_engine(resolve_url(url), busy_timeout=busy_timeout)
+    if migrate:
+        try:
+            upgrade(engine)
+        except sa.exc.DBAPIError as exc:
+            engine.dispose()
+            raise StoreError(f"Cannot migrate the store: {exc}") from exc
+    return engine

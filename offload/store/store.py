@@ -1,0 +1,429 @@
+"""The artifact store: put whole, read ranges, list, delete, collect garbage, verify.
+
+Kept deliberately narrow (put / read range / list / delete) so the chunks can later move to an object
+store without touching callers. Every write is one transaction: an artifact is visible whole or not
+at all. Content is deduplicated by sha256; artifacts are per call and point at it.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import hashlib
+import secrets
+import threading
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Iterable, Iterator
+
+import numpy as np
+import orjson
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection, Engine
+
+from ..errors import ArtifactExpired, ArtifactNotFound, InvalidArgument, QuotaExceeded, StoreError
+from .chunking import CHUNK_SIZE, ITEMS_PER_BLOCK, ItemIndex, chunk_stream, count_lines, unpack_block
+from .models import artifacts, chunks, contents, extracts, item_blocks
+
+ACTIVE = "active"
+ENDED_REASONS = {"expired": "expired", "evicted": "was evicted to keep the store under its size quota",
+                 "deleted": "was deleted"}
+_TOUCH_EVERY = dt.timedelta(seconds=60)  # accessed_at is for LRU eviction; a minute's precision is plenty
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def new_id(prefix: str) -> str:
+    return prefix + base64.b32encode(secrets.token_bytes(10)).decode().lower()
+
+
+@dataclass(frozen=True)
+class ContentInfo:
+    sha256: str
+    bytes: int
+    chars: int
+    lines: int
+    chunk_count: int
+    items: int | None
+    items_path: str | None
+
+
+@dataclass
+class GcReport:
+    expired: int = 0
+    evicted: int = 0
+    contents_removed: int = 0
+    bytes_freed: int = 0
+    total_bytes: int = 0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
+
+
+class Store:
+    """One database holding artifacts, their content and the extract log."""
+
+    def __init__(self, engine: Engine, *, quota_bytes: int | None = None):
+        self.engine = engine
+        self.quota_bytes = quota_bytes
+        # DuckDB admits one writer at a time even inside a process (optimistic conflicts otherwise)
+        self._write_lock = threading.Lock() if engine.dialect.name == "duckdb" else None
+
+    @property
+    def backend(self) -> str:
+        return self.engine.dialect.name
+
+    # -- transactions -----------------------------------------------------------------------
+
+    @contextmanager
+    def _write(self) -> Iterator[Connection]:
+        lock = self._write_lock
+        if lock:
+            lock.acquire()
+        try:
+            with self.engine.connect().execution_options(offload_write=True) as conn:
+                with conn.begin():
+                    yield conn
+        except sa.exc.OperationalError as exc:
+            raise StoreError(f"The store could not be written: {exc.orig}") from exc
+        finally:
+            if lock:
+                lock.release()
+
+    @contextmanager
+    def _read(self) -> Iterator[Connection]:
+        with self.engine.connect() as conn:
+            with conn.begin():
+                yield conn
+
+    # -- writing ----------------------------------------------------------------------------
+
+    def total_bytes(self, conn: Connection | None = None) -> int:
+        query = sa.select(sa.func.coalesce(sa.func.sum(contents.c.bytes), 0))
+        if conn is not None:
+            return int(conn.execute(query).scalar_one())
+        with self._read() as c:
+            return int(c.execute(query).scalar_one())
+
+    def has_content(self, sha256: str) -> bool:
+        with self._read() as conn:
+            return conn.execute(sa.select(contents.c.sha256).where(contents.c.sha256 == sha256)).first() is not None
+
+    def put(self, row: dict[str, Any], data: bytes | Iterable[bytes], sha256: str, *,
+            item_index: ItemIndex | None = None) -> ContentInfo:
+        """Store `data` (unless identical content is already stored) and the artifact `row`, atomically.
+
+        `row` holds the artifacts columns except the content's sizes, which are filled in here.
+        """
+        for attempt in range(2):
+            try:
+                with self._write() as conn:
+                    info = self._content(conn, sha256)
+                    if info is None:
+                        info = self._insert_content(conn, data, sha256, item_index)
+                    now = utcnow()
+                    full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
+                            **row, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
+                            "lines": info.lines, "items": info.items}
+                    conn.execute(artifacts.insert().values(**full))
+                    return info
+            except sa.exc.IntegrityError:
+                # another writer stored the same content first (PostgreSQL): it is there now
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _insert_content(self, conn: Connection, data: bytes | Iterable[bytes], sha256: str,
+                        item_index: ItemIndex | None) -> ContentInfo:
+        blocks = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+        size = chars = newlines = count = 0
+        last = b""
+        digest = hashlib.sha256()
+        for chunk in chunk_stream((bytes(b) for b in blocks), CHUNK_SIZE):
+            conn.execute(chunks.insert().values(
+                sha256=sha256, seq=chunk.seq, byte_start=chunk.byte_start, char_start=chunk.char_start,
+                line_start=chunk.line_start, data=chunk.data))
+            digest.update(chunk.data)
+            size += len(chunk.data)
+            chars += chunk.chars
+            newlines += chunk.newlines
+            count += 1
+            last = chunk.data[-1:]
+        if digest.hexdigest() != sha256:
+            raise StoreError("content changed while it was being stored (sha256 mismatch); nothing was stored")
+        if self.quota_bytes is not None:
+            used = self.total_bytes(conn)
+            if used + size > self.quota_bytes:
+                raise QuotaExceeded(
+                    f"storing {size:,} bytes would take the store to {used + size:,} bytes, over its quota of "
+                    f"{self.quota_bytes:,} (run `offload gc`, or raise OFFLOAD_QUOTA_BYTES)")
+        if item_index is not None:
+            for block, blob in item_index.blocks():
+                conn.execute(item_blocks.insert().values(sha256=sha256, block=block, data=blob))
+        info = ContentInfo(sha256, size, chars, count_lines(size, newlines, last == b"\n"), count,
+                           len(item_index) if item_index is not None else None,
+                           item_index.path if item_index is not None else None)
+        conn.execute(contents.insert().values(
+            sha256=sha256, bytes=info.bytes, chars=info.chars, lines=info.lines, chunk_count=count,
+            items=info.items, items_path=info.items_path, created_at=utcnow()))
+        return info
+
+    # -- reading metadata -------------------------------------------------------------------
+
+    def _content(self, conn: Connection, sha256: str) -> ContentInfo | None:
+        row = conn.execute(sa.select(contents).where(contents.c.sha256 == sha256)).mappings().first()
+        if row is None:
+            return None
+        return ContentInfo(row["sha256"], row["bytes"], row["chars"], row["lines"], row["chunk_count"],
+                           row["items"], row["items_path"])
+
+    def content(self, sha256: str) -> ContentInfo:
+        with self._read() as conn:
+            info = self._content(conn, sha256)
+        if info is None:
+            raise StoreError(f"content {sha256} is missing from the store (run `offload verify`)")
+        return info
+
+    def get(self, artifact_id: str, namespace: str, *, touch: bool = True) -> dict[str, Any]:
+        """The artifact's row; NotFound for unknown ids and other namespaces, Expired for tombstones."""
+        with self._read() as conn:
+            row = conn.execute(sa.select(artifacts).where(artifacts.c.id == artifact_id)).mappings().first()
+        if row is None or row["namespace"] != namespace:
+            raise ArtifactNotFound(artifact_id)
+        row = dict(row)
+        now = utcnow()
+        if row["status"] != ACTIVE:
+            raise ArtifactExpired(artifact_id, _iso(row["ended_at"]), ENDED_REASONS.get(row["status"], "expired"))
+        if row["expires_at"] is not None and row["expires_at"] <= now and not row["pinned"]:
+            raise ArtifactExpired(artifact_id, _iso(row["expires_at"]))
+        if touch and now - row["accessed_at"] > _TOUCH_EVERY:
+            try:
+                with self._write() as conn:
+                    conn.execute(artifacts.update().where(artifacts.c.id == artifact_id).values(accessed_at=now))
+            except StoreError:
+                pass  # a busy store must not fail a read; LRU order is advisory
+        return row
+
+    def list(self, namespace: str, *, limit: int = 50, cursor: str | None = None, tool: str | None = None,
+             session: str | None = None, kind: str | None = None, since: dt.datetime | None = None,
+             until: dt.datetime | None = None, text: str | None = None,
+             include_ended: bool = False) -> tuple[list[dict[str, Any]], str | None]:
+        """Newest first, `limit` at a time; the cursor continues after the last row returned."""
+        if limit < 1:
+            raise InvalidArgument("limit must be at least 1")
+        a = artifacts.c
+        query = sa.select(artifacts).where(a.namespace == namespace)
+        if not include_ended:
+            query = query.where(a.status == ACTIVE)
+        for column, value in ((a.tool, tool), (a.session, session), (a.kind, kind)):
+            if value is not None:
+                query = query.where(column == value)
+        if since is not None:
+            query = query.where(a.created_at >= since)
+        if until is not None:
+            query = query.where(a.created_at < until)
+        if text:
+            pattern = f"%{text}%"
+            query = query.where(sa.or_(a.tool.like(pattern), a.args.like(pattern), a.meta.like(pattern),
+                                       a.session.like(pattern), a.id.like(pattern)))
+        if cursor:
+            created, last_id = _decode_cursor(cursor)
+            query = query.where(sa.or_(a.created_at < created, sa.and_(a.created_at == created, a.id < last_id)))
+        query = query.order_by(a.created_at.desc(), a.id.desc()).limit(limit + 1)
+        with self._read() as conn:
+            rows = [dict(r) for r in conn.execute(query).mappings()]
+        more = len(rows) > limit
+        rows = rows[:limit]
+        next_cursor = _encode_cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None
+        return rows, next_cursor
+
+    # -- reading content --------------------------------------------------------------------
+
+    def chunk_at(self, sha256: str, unit: str, position: int) -> int:
+        """Sequence number of the chunk holding `position` (bytes, chars, or a line number)."""
+        column = {"bytes": chunks.c.byte_start, "chars": chunks.c.char_start, "lines": chunks.c.line_start}[unit]
+        with self._read() as conn:
+            seq = conn.execute(sa.select(sa.func.max(chunks.c.seq)).where(
+                chunks.c.sha256 == sha256, column <= position)).scalar_one()
+        return int(seq or 0)
+
+    def chunk_meta(self, sha256: str, first: int, last: int) -> list[dict[str, int]]:
+        c = chunks.c
+        with self._read() as conn:
+            rows = conn.execute(sa.select(c.seq, c.byte_start, c.char_start, c.line_start).where(
+                c.sha256 == sha256, c.seq >= first, c.seq <= last).order_by(c.seq)).mappings()
+            return [dict(r) for r in rows]
+
+    def iter_chunks(self, sha256: str, first_seq: int = 0, last_seq: int | None = None
+                    ) -> Iterator[tuple[dict[str, int], bytes]]:
+        """Chunks from `first_seq` on, one query each, so memory stays at one chunk."""
+        c = chunks.c
+        seq = first_seq
+        while last_seq is None or seq <= last_seq:
+            with self._read() as conn:
+                row = conn.execute(sa.select(c.seq, c.byte_start, c.char_start, c.line_start, c.data).where(
+                    c.sha256 == sha256, c.seq == seq)).mappings().first()
+            if row is None:
+                return
+            meta = {k: row[k] for k in ("seq", "byte_start", "char_start", "line_start")}
+            yield meta, bytes(row["data"])
+            seq += 1
+
+    def read_range(self, sha256: str, start: int, end: int) -> bytes:
+        """Bytes [start, end) read from the chunks that hold them only."""
+        if end <= start:
+            return b""
+        first = self.chunk_at(sha256, "bytes", start)
+        last = self.chunk_at(sha256, "bytes", end - 1)
+        parts = []
+        for meta, data in self.iter_chunks(sha256, first, last):
+            lo = max(start - meta["byte_start"], 0)
+            hi = min(end - meta["byte_start"], len(data))
+            parts.append(data[lo:hi])
+        return b"".join(parts)
+
+    def iter_bytes(self, sha256: str) -> Iterator[bytes]:
+        for _meta, data in self.iter_chunks(sha256):
+            yield data
+
+    def item_ranges(self, sha256: str, first: int, last: int) -> list[tuple[int, int]]:
+        """(start, end) byte ranges of items first..last-1 from the stored item index."""
+        if last <= first:
+            return []
+        b0, b1 = first // ITEMS_PER_BLOCK, (last - 1) // ITEMS_PER_BLOCK
+        with self._read() as conn:
+            rows = conn.execute(sa.select(item_blocks.c.block, item_blocks.c.data).where(
+                item_blocks.c.sha256 == sha256, item_blocks.c.block >= b0, item_blocks.c.block <= b1
+            ).order_by(item_blocks.c.block)).all()
+        if not rows:
+            raise StoreError(f"the item index of {sha256} is missing")
+        pairs = np.concatenate([unpack_block(bytes(r.data)) for r in rows])
+        offset = first - b0 * ITEMS_PER_BLOCK
+        return [(int(a), int(b)) for a, b in pairs[offset : offset + (last - first)].tolist()]
+
+    # -- changing artifacts -----------------------------------------------------------------
+
+    def set_pinned(self, artifact_id: str, namespace: str, pinned: bool) -> None:
+        self.get(artifact_id, namespace, touch=False)
+        with self._write() as conn:
+            conn.execute(artifacts.update().where(artifacts.c.id == artifact_id).values(pinned=pinned))
+
+    def delete(self, artifact_id: str, namespace: str) -> None:
+        """End the artifact (a tombstone remains) and drop its content if nothing else uses it."""
+        row = self.get(artifact_id, namespace, touch=False)
+        with self._write() as conn:
+            self._end(conn, [artifact_id], "deleted")
+            self._drop_orphans(conn, [row["sha256"]])
+
+    def _end(self, conn: Connection, ids: list[str], status: str) -> None:
+        conn.execute(artifacts.update().where(artifacts.c.id.in_(ids)).values(
+            status=status, sha256=None, ended_at=utcnow()))
+
+    def _drop_orphans(self, conn: Connection, shas: Iterable[str | None]) -> tuple[int, int]:
+        removed = freed = 0
+        for sha in {s for s in shas if s}:
+            used = conn.execute(sa.select(artifacts.c.id).where(artifacts.c.sha256 == sha).limit(1)).first()
+            if used is not None:
+                continue
+            size = conn.execute(sa.select(contents.c.bytes).where(contents.c.sha256 == sha)).scalar()
+            for table in (chunks, item_blocks, contents):
+                conn.execute(table.delete().where(table.c.sha256 == sha))
+            removed += 1
+            freed += int(size or 0)
+        return removed, freed
+
+    def gc(self, *, now: dt.datetime | None = None, quota_bytes: int | None = None) -> GcReport:
+        """Expire what is past its TTL, then evict least recently used until under quota; pins stay."""
+        now = now or utcnow()
+        quota = quota_bytes if quota_bytes is not None else self.quota_bytes
+        report = GcReport()
+        a = artifacts.c
+        with self._write() as conn:
+            expired = conn.execute(sa.select(a.id, a.sha256).where(
+                a.status == ACTIVE, a.pinned == sa.false(), a.expires_at.is_not(None), a.expires_at <= now)).all()
+            if expired:
+                self._end(conn, [r.id for r in expired], "expired")
+                report.expired = len(expired)
+            # orphans: contents no active artifact points at (also those left by a crashed writer)
+            orphan_shas = conn.execute(sa.select(contents.c.sha256).where(
+                ~sa.exists().where(a.sha256 == contents.c.sha256))).scalars().all()
+            removed, freed = self._drop_orphans(conn, orphan_shas)
+            report.contents_removed += removed
+            report.bytes_freed += freed
+            if quota is not None:
+                total = self.total_bytes(conn)
+                candidates = conn.execute(sa.select(a.id, a.sha256).where(
+                    a.status == ACTIVE, a.pinned == sa.false()).order_by(a.accessed_at, a.created_at)).all()
+                for cand in candidates:
+                    if total <= quota:
+                        break
+                    self._end(conn, [cand.id], "evicted")
+                    report.evicted += 1
+                    removed, freed = self._drop_orphans(conn, [cand.sha256])
+                    report.contents_removed += removed
+                    report.bytes_freed += freed
+                    total -= freed
+            report.total_bytes = self.total_bytes(conn)
+        return report
+
+    def verify(self) -> list[dict[str, Any]]:
+        """Re-hash every stored content; report each whose bytes no longer match, with its artifacts."""
+        problems = []
+        with self._read() as conn:
+            infos = conn.execute(sa.select(contents.c.sha256, contents.c.bytes, contents.c.chunk_count)).all()
+        for sha, size, count in infos:
+            digest = hashlib.sha256()
+            seen = n = 0
+            for _meta, data in self.iter_chunks(sha):
+                digest.update(data)
+                seen += len(data)
+                n += 1
+            if digest.hexdigest() != sha or seen != size or n != count:
+                with self._read() as conn:
+                    ids = conn.execute(sa.select(artifacts.c.id).where(artifacts.c.sha256 == sha)).scalars().all()
+                problems.append({"sha256": sha, "actual_sha256": digest.hexdigest(), "bytes": size,
+                                 "actual_bytes": seen, "artifacts": list(ids)})
+        return problems
+
+    # -- the extract log --------------------------------------------------------------------
+
+    def log_extract(self, row: dict[str, Any]) -> str:
+        extract_id = row.get("id") or new_id("ext_")
+        with self._write() as conn:
+            conn.execute(extracts.insert().values(**{**row, "id": extract_id, "created_at": utcnow()}))
+        return extract_id
+
+    def list_extracts(self, namespace: str, *, extract_id: str | None = None, artifact_id: str | None = None,
+                      since: dt.datetime | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        e = extracts.c
+        query = sa.select(extracts).where(e.namespace == namespace)
+        if extract_id:
+            query = query.where(e.id == extract_id)
+        if artifact_id:
+            query = query.where(e.artifact_id == artifact_id)
+        if since is not None:
+            query = query.where(e.created_at >= since)
+        query = query.order_by(e.created_at, e.id)
+        if limit:
+            query = query.limit(limit)
+        with self._read() as conn:
+            return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def _iso(value: dt.datetime | None) -> str | None:
+    return value.replace(microsecond=0).isoformat() + "Z" if value else None
+
+
+def _encode_cursor(created: dt.datetime, artifact_id: str) -> str:
+    raw = orjson.dumps([created.isoformat(), artifact_id])
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_cursor(cursor: str) -> tuple[dt.datetime, str]:
+    try:
+        created, artifact_id = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return dt.datetime.fromisoformat(created), str(artifact_id)
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgument(f"invalid cursor {cursor!r}: pass the next_cursor of a previous listing") from exc

@@ -1,0 +1,302 @@
+"""The store on every backend: atomic puts, ranged reads, dedup, deletes, TTL tombstones, quota, verify."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import os
+import stat
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import sqlalchemy as sa
+
+from offload.errors import ArtifactExpired, ArtifactNotFound, StoreLocked
+from offload.store import Store, new_id, open_engine, utcnow
+from offload.store.chunking import CHUNK_SIZE, json_item_index, ndjson_item_index
+from offload.store.engines import current_revision, head_revision, init_project, resolve_url
+
+
+def _store(url: str, **kw) -> Store:
+    return Store(open_engine(url), **kw)
+
+
+def _row(**extra):
+    return {"id": new_id("art_"), "namespace": "", "tool": "t", "kind": "text", "content_type": "text/plain",
+            "tokens": 1, "shown_tokens": 1, **extra}
+
+
+def _put(store: Store, data: bytes, **extra) -> str:
+    row = _row(**extra)
+    store.put(row, data, hashlib.sha256(data).hexdigest())
+    return row["id"]
+
+
+def _text(n_lines: int) -> bytes:
+    return "".join(f"{i:07d} héllo wörld — line {i}\n" for i in range(n_lines)).encode()
+
+
+def test_new_store_is_migrated_and_upgrade_is_idempotent(store_url):
+    engine = open_engine(store_url)
+    assert current_revision(engine) == head_revision()
+    assert {"artifacts", "contents", "chunks", "item_blocks", "extracts"} <= set(sa.inspect(engine).get_table_names())
+    engine.dispose()
+    engine = open_engine(store_url)  # a second open finds it current and changes nothing
+    assert current_revision(engine) == head_revision()
+    engine.dispose()
+
+
+def test_roundtrip_and_ranged_reads_cross_chunks(store_url):
+    store = _store(store_url)
+    data = _text(200_000)  # ~7 MB: several chunks
+    sha = hashlib.sha256(data).hexdigest()
+    store.put(_row(), data, sha)
+    info = store.content(sha)
+    assert (info.bytes, info.lines, info.chars) == (len(data), 200_000, len(data.decode()))
+    assert info.chunk_count == -(-len(data) // CHUNK_SIZE) or info.chunk_count > 1
+    assert b"".join(store.iter_bytes(sha)) == data
+    for start, end in [(0, 10), (CHUNK_SIZE - 5, CHUNK_SIZE + 5), (len(data) - 7, len(data)), (123, 3 * CHUNK_SIZE)]:
+        assert store.read_range(sha, start, end) == data[start:end]
+    # every chunk ends on a newline (lines are short), and its offsets agree with the data
+    metas = store.chunk_meta(sha, 0, info.chunk_count)
+    for meta in metas:
+        prefix = data[: meta["byte_start"]]
+        assert meta["line_start"] == prefix.count(b"\n")
+        assert meta["char_start"] == len(prefix.decode())
+    store.engine.dispose()
+
+
+def test_item_index_is_stored_and_read_per_block(store_url):
+    import orjson
+
+    items = [{"id": i, "name": f"n{i}", "tags": ["a", "b"] if i % 3 else []} for i in range(150_000)]
+    data = orjson.dumps({"count": len(items), "data": items})
+    store = _store(store_url)
+    sha = hashlib.sha256(data).hexdigest()
+    store.put(_row(kind="json"), data, sha, item_index=json_item_index(data))
+    info = store.content(sha)
+    assert (info.items, info.items_path) == (150_000, "data")
+    for first in (0, 65_535, 149_990):
+        ranges = store.item_ranges(sha, first, first + 3)
+        got = [orjson.loads(store.read_range(sha, s, e)) for s, e in ranges]
+        assert got == items[first : first + 3]
+    nd = b"\n".join(orjson.dumps(x) for x in items[:1000]) + b"\n"
+    nsha = hashlib.sha256(nd).hexdigest()
+    store.put(_row(kind="ndjson"), nd, nsha, item_index=ndjson_item_index(nd))
+    s, e = store.item_ranges(nsha, 999, 1000)[0]
+    assert orjson.loads(store.read_range(nsha, s, e)) == items[999]
+    store.engine.dispose()
+
+
+def test_identical_content_stored_once_and_survives_one_delete(store_url):
+    store = _store(store_url)
+    data = _text(50_000)
+    sha = hashlib.sha256(data).hexdigest()
+    first, second = _put(store, data, tool="grep"), _put(store, data, tool="rg", session="s2")
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SELECT count(*) FROM contents").scalar() == 1
+    assert store.get(first, "")["tool"] == "grep" and store.get(second, "")["session"] == "s2"
+    store.delete(first, "")
+    assert b"".join(store.iter_bytes(store.get(second, "")["sha256"])) == data  # still whole
+    with pytest.raises(ArtifactExpired, match="deleted"):
+        store.get(first, "")
+    store.delete(second, "")
+    assert not store.has_content(sha)
+    store.engine.dispose()
+
+
+def test_expired_artifact_keeps_a_tombstone_after_gc(store_url):
+    store = _store(store_url)
+    past = utcnow() - dt.timedelta(seconds=1)
+    gone = _put(store, b"old result\n" * 1000, expires_at=past)
+    pinned = _put(store, b"pinned result\n" * 1000, expires_at=past, pinned=True)
+    live = _put(store, b"fresh result\n" * 1000, expires_at=utcnow() + dt.timedelta(days=1))
+    with pytest.raises(ArtifactExpired, match="expired"):  # before gc: expired, not served
+        store.get(gone, "")
+    report = store.gc()
+    assert report.expired == 1 and report.contents_removed == 1
+    with pytest.raises(ArtifactExpired, match="expired"):  # after gc: still "expired", not "not found"
+        store.get(gone, "")
+    assert store.get(pinned, "")["pinned"] and store.get(live, "")
+    with pytest.raises(ArtifactNotFound):
+        store.get("art_neverexisted0000", "")
+    store.engine.dispose()
+
+
+def test_gc_evicts_least_recently_used_until_under_quota(store_url):
+    store = _store(store_url)
+    ids = [_put(store, (f"{n}".encode() * 100 + b"\n") * 1000) for n in range(4)]  # ~100 KB+ each
+    size = store.content(store.get(ids[0], "")["sha256"]).bytes
+    store.set_pinned(ids[0], "", True)  # the oldest, but pinned: it stays
+    report = store.gc(quota_bytes=2 * size + size // 2)
+    assert report.evicted == 2
+    assert store.total_bytes() <= 2 * size + size // 2
+    store.get(ids[0], "")
+    with pytest.raises(ArtifactExpired, match="quota"):
+        store.get(ids[1], "")
+    store.get(ids[3], "")
+    store.engine.dispose()
+
+
+def test_quota_refuses_a_put_that_does_not_fit(store_url):
+    from offload.errors import QuotaExceeded
+
+    store = _store(store_url, quota_bytes=1000)
+    with pytest.raises(QuotaExceeded):
+        _put(store, b"x" * 5000)
+    assert store.total_bytes() == 0  # nothing half-stored
+    store.engine.dispose()
+
+
+def test_verify_reports_altered_bytes(store_url):
+    store = _store(store_url)
+    good = _put(store, _text(1000))
+    bad = _put(store, b"original bytes\n" * 100)
+    sha = store.get(bad, "")["sha256"]
+    assert store.verify() == []
+    with store.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE chunks SET data = :d WHERE sha256 = :s"), {"d": b"tampered\n", "s": sha})
+    problems = store.verify()
+    assert [p["artifacts"] for p in problems] == [[bad]]
+    assert good not in problems[0]["artifacts"]
+    store.engine.dispose()
+
+
+def test_namespaces_do_not_see_each_other(store_url):
+    store = _store(store_url)
+    mine = _put(store, b"tenant a\n", namespace="a")
+    with pytest.raises(ArtifactNotFound):
+        store.get(mine, "b")
+    assert [r["id"] for r in store.list("a")[0]] == [mine]
+    assert store.list("b")[0] == []
+    store.engine.dispose()
+
+
+def test_list_pages_with_a_cursor(store_url):
+    store = _store(store_url)
+    ids = [_put(store, f"result {i}\n".encode()) for i in range(7)]
+    seen, cursor = [], None
+    while True:
+        rows, cursor = store.list("", limit=3, cursor=cursor)
+        seen += [r["id"] for r in rows]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(ids) and len(seen) == 7
+    store.engine.dispose()
+
+
+# -- embedded-store specifics ------------------------------------------------------------------
+
+
+def test_store_files_are_owner_only(tmp_path):
+    url = f"sqlite:///{tmp_path / 'sub' / 'store.db'}"
+    store = _store(url)
+    _put(store, b"x\n")
+    for name in os.listdir(tmp_path / "sub"):
+        mode = stat.S_IMODE(os.stat(tmp_path / "sub" / name).st_mode)
+        assert mode == 0o600, (name, oct(mode))
+    store.engine.dispose()
+    durl = f"duckdb:///{tmp_path / 'd' / 'store.duckdb'}"
+    dstore = _store(durl)
+    assert stat.S_IMODE(os.stat(tmp_path / "d" / "store.duckdb").st_mode) == 0o600
+    dstore.engine.dispose()
+
+
+def test_store_location_like_git(tmp_path, monkeypatch):
+    project = tmp_path / "proj"
+    deep = project / "a" / "b"
+    deep.mkdir(parents=True)
+    monkeypatch.chdir(deep)
+    assert resolve_url(None).startswith("sqlite:///") and "offload" in resolve_url(None)  # per-user
+    assert str(tmp_path / "home") in resolve_url(None)
+    folder = init_project(project)
+    assert (folder / ".gitignore").read_text().strip().endswith("*")
+    assert resolve_url(None) == f"sqlite:///{folder / 'store.db'}"
+    monkeypatch.setenv("OFFLOAD_URL", str(tmp_path / "x.duckdb"))
+    assert resolve_url(None) == f"duckdb:///{tmp_path / 'x.duckdb'}"
+    assert resolve_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
+
+
+def test_duckdb_held_by_another_process_gives_a_clear_message(tmp_path):
+    path = tmp_path / "held.duckdb"
+    _store(f"duckdb:///{path}").engine.dispose()
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import duckdb, sys, time
+        con = duckdb.connect({str(path)!r})
+        print("held", flush=True)
+        time.sleep(60)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(StoreLocked) as info:
+            open_engine(f"duckdb:///{path}")
+        message = str(info.value)
+        assert str(path) in message and "one process" in message and "SQLite" in message
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+WRITER = """
+import hashlib, sys
+from offload.store import Store, open_engine, new_id
+store = Store(open_engine(sys.argv[1], busy_timeout=30))
+for i in range(int(sys.argv[2])):
+    data = (f"{sys.argv[3]} {i} " * 2000 + "\\n").encode() * 20
+    store.put({"id": new_id("art_"), "namespace": "", "tool": "w", "kind": "text", "content_type": "text/plain",
+               "tokens": 1, "shown_tokens": 1}, data, hashlib.sha256(data).hexdigest())
+    store.list("", limit=5)
+print("done")
+"""
+
+
+def test_sqlite_many_processes_write_and_read_at_once(sqlite_url):
+    _store(sqlite_url).engine.dispose()
+    procs = [subprocess.Popen([sys.executable, "-c", WRITER, sqlite_url, "40", f"w{n}"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for n in range(3)]
+    reader = _store(sqlite_url)
+    while any(p.poll() is None for p in procs):
+        reader.list("", limit=10)
+    outs = [p.communicate() for p in procs]
+    assert all(p.returncode == 0 for p in procs), [o[1][-2000:] for o in outs]
+    rows, _ = reader.list("", limit=500)
+    assert len(rows) == 120
+    assert reader.verify() == []
+    reader.engine.dispose()
+
+
+KILLED_WRITER = """
+import hashlib, sys, os
+from offload.store import Store, open_engine, new_id
+from offload.store import store as store_module
+store = Store(open_engine(sys.argv[1]))
+data = os.urandom(1 << 20) * 40
+real_insert = store_module.chunks.insert
+count = 0
+def insert_then_die():
+    global count
+    count += 1
+    if count == 20:  # halfway through the chunks: die without any cleanup
+        os.kill(os.getpid(), 9)
+    return real_insert()
+store_module.chunks.insert = insert_then_die
+store.put({"id": "art_killedmidwrite00", "namespace": "", "tool": "w", "kind": "binary",
+           "content_type": "application/octet-stream", "tokens": 1, "shown_tokens": 1},
+          data, hashlib.sha256(data).hexdigest())
+"""
+
+
+def test_process_killed_mid_write_leaves_nothing_half_stored(sqlite_url):
+    keep = _store(sqlite_url)
+    kept = _put(keep, b"stored before the crash\n")
+    keep.engine.dispose()
+    proc = subprocess.run([sys.executable, "-c", KILLED_WRITER, sqlite_url], capture_output=True)
+    assert proc.returncode == -9, proc.stderr.decode()[-2000:]
+    store = _store(sqlite_url)  # still opens
+    with pytest.raises(ArtifactNotFound):
+        store.get("art_killedmidwrite00", "")
+    assert store.total_bytes() == len(b"stored before the crash\n")
+    assert store.get(kept, "") and store.verify() == []
+    store.engine.dispose()
