@@ -179,3 +179,140 @@ def verify(as_json: bool = typer.Option(False, "--json")) -> None:
                        f"{p['actual_bytes']:,}) used by {', '.join(p['artifacts']) or 'no artifact'}")
     if problems:
         raise typer.Exit(1)
+
+
+# -- the companion tools ------------------------------------------------------------------------
+
+
+def _since(value: str | None):
+    """ISO date/time, or a relative age like 30m, 2h, 7d."""
+    import datetime as dt
+    import re
+
+    if value is None:
+        return None
+    match = re.fullmatch(r"(\d+)\s*([smhd])", value.strip())
+    if match:
+        seconds = int(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]]
+        return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(seconds=seconds)
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        raise typer.BadParameter(f"{value!r}: use an ISO date (2026-12-01, 2026-12-01T10:00) or an age (30m, 2h, 7d)")
+    return parsed.astimezone(dt.timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
+
+
+@app.command("slice")
+def slice_(artifact_id: str,
+           offset: int = typer.Option(0, help="0-based start; negative counts from the end (-40: the last 40)."),
+           limit: Optional[int] = typer.Option(None, help="How many units (default: as many as fit the budget)."),
+           unit: str = typer.Option("lines", help="lines, chars, bytes or items."),
+           path: Optional[str] = typer.Option(None, help="JMESPath of the array to page (unit items)."),
+           as_json: bool = typer.Option(False, "--json")) -> None:
+    """Print a bounded page of an artifact. Example: offload slice art_… --offset -40"""
+    page = state.off.fetch_slice(artifact_id, offset=offset, limit=limit, unit=unit, path=path)
+    if as_json:
+        return _print_json(page)
+    typer.echo(page["content"])
+    end = page["offset"] + page["returned"]
+    typer.echo(f"— {page['unit']} {page['offset']:,}–{max(end - 1, page['offset']):,} of {page['total']:,}"
+               + (f"; {page['cut']}" if page.get("cut") else ""), err=True)
+    if page["next"]:
+        nxt = page["next"]
+        typer.echo(f"— next: offload slice {artifact_id} --unit {nxt['unit']} --offset {nxt['offset']}"
+                   + (f" --limit {nxt['limit']}" if nxt.get("limit") else ""), err=True)
+
+
+@app.command()
+def query(artifact_id: Optional[str] = typer.Argument(None, help="Artifact to query (omit with --all)."),
+          jmespath: Optional[str] = typer.Option(None, "--jmespath", "-j", help="JMESPath over JSON / NDJSON rows."),
+          grep: Optional[str] = typer.Option(None, "--grep", "-g", help="Regular expression over lines."),
+          sql: Optional[str] = typer.Option(None, "--sql", "-s", help="DuckDB SQL over the table `artifact`."),
+          offset: int = 0, limit: Optional[int] = None,
+          context: int = typer.Option(0, help="Lines of context around grep matches."),
+          all_: bool = typer.Option(False, "--all", help="Run over every matching artifact (JSON lines)."),
+          tool: Optional[str] = typer.Option(None, help="With --all: only artifacts of this tool."),
+          since: Optional[str] = typer.Option(None, help="With --all: stored since (ISO date or 30m/2h/7d)."),
+          as_json: bool = typer.Option(False, "--json")) -> None:
+    """Extract from an artifact with JMESPath, grep or SQL.
+
+    Example: offload query art_… --jmespath "items[?status=='error'].id"
+    Batch:   offload query --all --tool api --since 1d --jmespath "length(items)"
+    """
+    kwargs = dict(jmespath=jmespath, grep=grep, sql=sql, offset=offset, limit=limit, context=context)
+    if all_:
+        return _query_all(tool, _since(since), kwargs)
+    if artifact_id is None:
+        raise typer.BadParameter("give an artifact id, or --all")
+    result = state.off.query_artifact(artifact_id, **kwargs)
+    if as_json:
+        return _print_json(result)
+    if "result" in result:
+        value = result["result"]
+        if isinstance(value, list) and result["kind"] == "grep":
+            typer.echo("\n".join(value))
+        else:
+            typer.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
+        typer.echo(f"— {result['count']:,} result(s)" + (f"; next: --offset {result['next_offset']}"
+                                                       if result["next_offset"] is not None else ""), err=True)
+    else:
+        typer.echo(result["text"])
+
+
+def _query_all(tool: str | None, since, kwargs: dict) -> None:
+    cursor = None
+    while True:
+        rows, cursor = state.off.list(tool=tool, since=since, limit=200, cursor=cursor)
+        for row in rows:
+            try:
+                out = state.off.query_artifact(row["id"], **kwargs)
+                line = {"artifact_id": row["id"], "tool": row["tool"], "ok": True, **{
+                    k: out.get(k) for k in ("result", "count", "next_offset")}}
+                if "result" not in out:
+                    line["derived_artifact_id"] = out.get("artifact_id")
+            except OffloadError as exc:
+                line = {"artifact_id": row["id"], "tool": row["tool"], "ok": False, "error": exc.model_message()}
+            sys.stdout.write(orjson.dumps(line, default=str).decode() + "\n")
+        if cursor is None:
+            return
+
+
+@app.command()
+def extracts(artifact: Optional[str] = typer.Option(None, "--artifact", help="Only extracts of this artifact."),
+             since: Optional[str] = None, as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the extract log: every slice and query, with its result hash. Example: offload extracts"""
+    rows = state.off.extracts(artifact_id=artifact, since=_since(since))
+    if as_json:
+        return _print_json({"items": rows})
+    for r in rows:
+        typer.echo(f"{r['id']}  {r['created_at'][:19]}  {r['artifact_id']}  {r['op']:<8} "
+                   f"{(r['expression'] or '')[:60]!s:<60}  {r['result_bytes']:>10,} B  {r['duration_ms']:.1f} ms")
+
+
+@app.command()
+def rerun(extract: Optional[str] = typer.Option(None, "--extract", help="Rerun this extract only."),
+          artifact: Optional[str] = typer.Option(None, "--artifact", help="Rerun the extracts of this artifact."),
+          since: Optional[str] = None, as_json: bool = typer.Option(False, "--json")) -> None:
+    """Re-execute logged extracts offline and compare results; exit 1 if any changed or failed.
+
+    Example: offload rerun --since 1d
+    """
+    results = state.off.rerun(extract_id=extract, artifact_id=artifact, since=_since(since))
+    if as_json:
+        _print_json({"results": results})
+    else:
+        for r in results:
+            typer.echo(f"{r['status']:<9} {r['extract_id']}  {r['artifact_id']}  {r['kind']:<8} "
+                       f"{(r['expression'] or '')[:50]}" + (f"  ({r['detail']})" if r["detail"] else ""))
+        counts = {s: sum(r["status"] == s for r in results) for s in ("unchanged", "changed", "failed")}
+        typer.echo(", ".join(f"{n} {s}" for s, n in counts.items()))
+    if any(r["status"] != "unchanged" for r in results):
+        raise typer.Exit(1)
+
+
+@app.command()
+def demo() -> None:
+    """Offload two real oversized tool calls from this machine, then slice and query them. Example: offload demo"""
+    from .demo import run
+
+    run(state.off, typer.echo)

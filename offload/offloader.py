@@ -13,6 +13,7 @@ import hashlib
 import inspect
 import logging
 import threading
+import time
 from typing import Any, Callable, Iterator
 
 import orjson
@@ -25,6 +26,8 @@ from .settings import Settings
 from .store import Store, new_id, open_engine, utcnow
 from .store.chunking import count_lines, json_item_index, ndjson_item_index
 from .tokens import TokenCounter
+from .tools.query import QueryRunner
+from .tools.slicing import SliceRequest, Slicer
 
 log = logging.getLogger("offload")
 
@@ -46,6 +49,8 @@ class Offloader:
         self.counter = TokenCounter(self.settings.tokenizer)
         self._store: Store | None = None
         self._store_lock = threading.Lock()
+        self._slicer: Slicer | None = None
+        self._queries: QueryRunner | None = None
 
     # -- the store --------------------------------------------------------------------------
 
@@ -60,6 +65,7 @@ class Offloader:
         return self._store
 
     def close(self) -> None:
+        self._slicer = self._queries = None
         if self._store is not None:
             self._store.engine.dispose()
             self._store = None
@@ -109,7 +115,7 @@ class Offloader:
         return self.counter.count(payload.text if payload.text is not None else payload.data, kind) <= limit
 
     def _offload(self, tool: str, payload: Payload, *, args: dict | None, session: str | None,
-                 fail_open: bool = True) -> Reference:
+                 fail_open: bool = True, parent_id: str | None = None) -> Reference:
         budget = self.settings.reference_tokens
         target = budget if self.counter.exact else int(budget * 0.9)  # the estimate may undercount by 10%
         stderr_ref = None
@@ -124,12 +130,13 @@ class Offloader:
                 ref.stderr, ref.stderr_bytes = stderr_ref.preview, stderr_ref.bytes
                 ref.stderr_truncated = stderr_ref.truncated
         row = self._row(ref, tool, args, session, payload)
+        row["parent_id"] = parent_id
         try:
             if stderr_ref is not None and stderr_ref.truncated:
                 stderr_ref.artifact_id = ref.stderr_artifact_id = new_id("art_")
                 self._store_artifact(stderr_ref, self._row(stderr_ref, tool + ":stderr", args, session, None),
                                      payload.stderr, None)
-                row = self._row(ref, tool, args, session, payload)
+                row = {**self._row(ref, tool, args, session, payload), "parent_id": parent_id}
             self._store_artifact(ref, row, payload.data, detected)
         except Exception as exc:  # noqa: BLE001 - any store failure fails open
             if not fail_open:
@@ -261,6 +268,89 @@ class Offloader:
             return wrapper
 
         return decorate(func) if func is not None else decorate
+
+    # -- the companion tools ----------------------------------------------------------------
+
+    @property
+    def slicer(self) -> "Slicer":
+        if self._slicer is None:
+            self._slicer = Slicer(self.store, self.counter.count, self._page_budget(self.settings.slice_tokens),
+                                  self.queries.items_of)
+        return self._slicer
+
+    @property
+    def queries(self) -> "QueryRunner":
+        if self._queries is None:
+            self._queries = QueryRunner(self.store, self.counter.count,
+                                        self._page_budget(self.settings.query_tokens),
+                                        cache_bytes=self.settings.cache_bytes, timeout=self.settings.query_timeout)
+        return self._queries
+
+    def _page_budget(self, tokens: int) -> int:
+        # the page's text plus its JSON envelope must fit; the heuristic may undercount by 10%
+        return int(tokens * (1.0 if self.counter.exact else 0.9)) - 60
+
+    def fetch_slice(self, artifact_id: str, offset: int = 0, limit: int | None = None, unit: str = "lines",
+                    path: str | None = None, *, session: str | None = None) -> dict[str, Any]:
+        """A bounded page of a stored artifact (see offload.tools.schemas for the model-facing contract)."""
+        started = time.perf_counter()
+        args = {"artifact_id": artifact_id, "offset": offset, "limit": limit, "unit": unit, "path": path,
+                "_budget": self.slicer.budget}
+        row = self.store.get(artifact_id, self.namespace)
+        response = self.slicer.slice(row, SliceRequest(artifact_id, offset, limit, unit, path))
+        content = response["content"].encode("utf-8", errors="surrogatepass")
+        self._log_extract(row, "slice", path, args, hashlib.sha256(content).hexdigest(), len(content), None,
+                          started, session)
+        return response
+
+    def query_artifact(self, artifact_id: str, jmespath: str | None = None, grep: str | None = None,
+                       sql: str | None = None, offset: int = 0, limit: int | None = None, context: int = 0,
+                       *, session: str | None = None) -> dict[str, Any]:
+        """Extract from a stored artifact; a result too big for the budget becomes a derived artifact."""
+        started = time.perf_counter()
+        args = {"artifact_id": artifact_id, "jmespath": jmespath, "grep": grep, "sql": sql, "offset": offset,
+                "limit": limit, "context": context, "_budget": self.queries.budget}
+        row = self.store.get(artifact_id, self.namespace)
+        outcome = self.queries.compute(row, jmespath=jmespath, grep=grep, sql=sql, offset=offset, limit=limit,
+                                       context=context)
+        derived_id = None
+        if outcome.inline is not None:
+            response = outcome.inline
+        else:
+            ref = self._offload("query_artifact", Payload(outcome.derived, None), session=session,
+                                args={k: v for k, v in args.items() if v is not None and k != "_budget"},
+                                fail_open=False,
+                                parent_id=artifact_id)
+            derived_id = ref.artifact_id
+            response = {**ref.to_dict(), "derived_from": artifact_id, "expression": outcome.expression,
+                        "count": outcome.count, "text": ref.render()}
+        self._log_extract(row, outcome.op, outcome.expression, args, outcome.result_sha256, outcome.result_bytes,
+                          derived_id, started, session)
+        return response
+
+    def _log_extract(self, row: dict, op: str, expression: str | None, args: dict, sha: str, size: int,
+                     derived_id: str | None, started: float, session: str | None) -> None:
+        try:
+            self.store.log_extract({
+                "artifact_id": row["id"], "namespace": self.namespace, "session": session, "op": op,
+                "expression": expression, "args": orjson.dumps(args).decode(), "result_sha256": sha,
+                "result_bytes": size, "result_artifact_id": derived_id,
+                "duration_ms": (time.perf_counter() - started) * 1000})
+        except StoreError as exc:  # the answer matters more than its log line
+            log.warning("could not log an extract of %s: %s", row["id"], exc)
+
+    def extracts(self, **filters: Any) -> list[dict[str, Any]]:
+        rows = self.store.list_extracts(self.namespace, **filters)
+        for r in rows:
+            r["args"] = orjson.loads(r["args"])
+            r["created_at"] = r["created_at"].isoformat() + "Z"
+        return rows
+
+    def rerun(self, **filters: Any) -> list[dict[str, Any]]:
+        """Re-execute logged extracts offline; each unchanged / changed / failed (see tools/rerun.py)."""
+        from .tools.rerun import rerun
+
+        return rerun(self, **filters)
 
     # -- browsing the store -----------------------------------------------------------------
 

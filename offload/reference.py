@@ -102,7 +102,7 @@ class Reference:
             what = "Preview (stdout)" if self.kind == "shell" or self.exit_code is not None else "Preview"
             parts.append(f"{what}{' — partial' if self.truncated else ' — complete'}:\n{self.preview}")
         if self.omitted:
-            parts.append(f"Not shown: {self.omitted}.")
+            parts.append(self.omitted[:1].upper() + self.omitted[1:] + ".")
         if self.stderr is not None:
             where = (f" stored whole as {self.stderr_artifact_id}" if self.stderr_artifact_id else "")
             cut = " — partial" if self.stderr_truncated else ""
@@ -122,16 +122,15 @@ class Reference:
         if self.kind == "binary":
             lines.append(f'Next: fetch_slice(artifact_id="{aid}", unit="bytes", offset=0, limit=256) reads raw bytes.')
             return "\n".join(lines)
-        nxt = [f'fetch_slice(artifact_id="{aid}", offset=0, limit=100) reads lines (offset=-40 reads the last 40)']
+        calls = [f'fetch_slice(artifact_id="{aid}", offset=0, limit=100) pages lines (offset=-40: the last 40)']
         if self.items is not None:
             path = f", path={_q(self.items_path)}" if self.items_path else ""
-            nxt.append(f'fetch_slice(artifact_id="{aid}", unit="items"{path}, offset=0, limit=20) reads whole items')
-        if self.kind in ("json", "ndjson"):
-            nxt.append(f'query_artifact(artifact_id="{aid}", jmespath="…") extracts')
-        if self.kind in ("json", "ndjson", "csv"):
-            nxt.append(f'query_artifact(artifact_id="{aid}", sql="SELECT … FROM artifact") runs SQL')
-        nxt.append(f'query_artifact(artifact_id="{aid}", grep="regex", context=2) searches lines')
-        lines.append("Next: " + "; ".join(nxt) + ".")
+            calls.append(f'unit="items"{path} pages whole items')
+        ways = ["jmespath=…"] if self.kind in ("json", "ndjson") else []
+        ways += ['sql="SELECT … FROM artifact"'] if self.kind in ("json", "ndjson", "csv") else []
+        ways.append('grep="regex", context=2')
+        calls.append(f'query_artifact(artifact_id="{aid}", {" | ".join(ways)}) extracts')
+        lines.append("Next: " + "; ".join(calls) + ".")
         return "\n".join(lines)
 
 

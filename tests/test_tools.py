@@ -1,0 +1,322 @@
+"""fetch_slice and query_artifact through the Offloader: units, budgets, paging, errors, the extract log, rerun."""
+
+from __future__ import annotations
+
+import json
+
+import jmespath as jmespath_lib
+import orjson
+import pytest
+import sqlalchemy as sa
+
+from offload import Offloader
+from offload.errors import ArtifactExpired, ArtifactNotFound, InvalidArgument, QueryError, QueryTimeout
+
+SLICE_FIELDS = {"artifact_id", "unit", "offset", "limit", "returned", "total", "next_offset", "next", "content"}
+QUERY_FIELDS = {"artifact_id", "kind", "expression", "result", "count", "next_offset", "next"}
+
+
+def make_log(n: int = 60_000) -> str:
+    body = "".join(f"2026-12-01T10:{i // 3600 % 60:02d}:{i % 60:02d} INFO worker-{i % 7} handled request "
+                   f"id={i:06d} in {i % 97} ms\n" for i in range(n))
+    return body + "ERROR worker-3 request id=999999 failed: connection reset by peer\nexit status 1\n"
+
+
+def make_records(n: int = 40_000) -> dict:
+    statuses = ["ok", "ok", "ok", "error", "pending"]
+    return {"total": n, "data": [{"id": i, "status": statuses[i % 5], "name": f"record-{i}",
+                                  "owner": {"team": f"team-{i % 11}"}} for i in range(n)]}
+
+
+@pytest.fixture
+def log_ref(off):
+    text = make_log()
+    ref = off.process("bash", text)
+    return ref, text
+
+
+@pytest.fixture
+def json_ref(off):
+    doc = make_records()
+    return off.process("api", doc), doc
+
+
+# -- fetch_slice --------------------------------------------------------------------------------
+
+
+def test_lines_page_forward_and_from_the_end(off, log_ref):
+    ref, text = log_ref
+    lines = text.split("\n")[:-1]
+    page = off.fetch_slice(ref.artifact_id, offset=100, limit=50)
+    assert set(page) >= SLICE_FIELDS
+    assert page["content"].split("\n") == lines[100:150]
+    assert (page["returned"], page["total"], page["next_offset"]) == (50, len(lines), 150)
+    assert page["next"] == {"artifact_id": ref.artifact_id, "unit": "lines", "offset": 150, "limit": 50}
+    last = off.fetch_slice(ref.artifact_id, offset=-2)
+    assert last["content"].split("\n") == lines[-2:] and last["next"] is None and last["next_offset"] is None
+    assert "failed: connection reset" in last["content"]
+    beyond = off.fetch_slice(ref.artifact_id, offset=len(lines) + 5)
+    assert beyond["returned"] == 0 and beyond["content"] == "" and beyond["next"] is None
+
+
+def stdlib_text(min_bytes: int = 1_500_000) -> str:
+    """Real source code: standard library modules concatenated."""
+    import sysconfig
+    from pathlib import Path
+
+    parts, size = [], 0
+    for path in sorted(Path(sysconfig.get_paths()["stdlib"]).glob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        parts.append(text)
+        size += len(text)
+        if size >= min_bytes:
+            break
+    return "".join(parts)
+
+
+def test_following_next_reads_everything_exactly_once(off, real_count):
+    text = stdlib_text()
+    ref = off.process("read", text)
+    got, call = [], {"artifact_id": ref.artifact_id, "offset": 0}
+    while call is not None:
+        page = off.fetch_slice(**call)
+        assert real_count(orjson.dumps(page).decode()) <= off.settings.slice_tokens
+        got.append(page["content"])
+        call = page["next"]
+    assert "\n".join(got) == text.removesuffix("\n")
+
+
+def test_a_line_longer_than_the_budget_is_cut_by_characters(off, real_count):
+    long_line = "".join(f"{i:06d}," for i in range(200_000))  # 1.4 MB on one line
+    text = "short first line\n" + long_line + "\nlast\n"
+    ref = off.process("read", text)
+    page = off.fetch_slice(ref.artifact_id, offset=1, limit=5)
+    assert page["returned"] == 0 and "cut" in page and long_line.startswith(page["content"])
+    assert real_count(page["content"]) <= off.settings.slice_tokens
+    pieces, call = [page["content"]], page["next"]
+    assert call["unit"] == "chars"
+    while call is not None:
+        nxt = off.fetch_slice(**call)
+        pieces.append(nxt["content"])
+        call = nxt["next"]
+        if sum(map(len, pieces)) >= len(long_line):
+            break
+    assert "".join(pieces)[: len(long_line)] == long_line
+
+
+def test_chars_and_bytes_units(off):
+    text = "héllo wörld — ünïcödé\n" * 50_000
+    ref = off.process("read", text)
+    page = off.fetch_slice(ref.artifact_id, unit="chars", offset=1_000_003, limit=40)
+    assert page["content"] == text[1_000_003:1_000_043]
+    raw = text.encode()
+    page = off.fetch_slice(ref.artifact_id, unit="bytes", offset=2_000_000, limit=30)
+    assert page["content"] == raw[2_000_000:2_000_030].decode("utf-8", errors="replace")
+    assert page["total"] == len(raw)
+
+
+def test_binary_reads_as_base64_bytes_only(off):
+    import base64
+    import os
+
+    blob = b"\x89PNG\r\n\x1a\n" + os.urandom(300_000)
+    ref = off.process("screenshot", blob)
+    page = off.fetch_slice(ref.artifact_id, unit="bytes", offset=0, limit=64)
+    assert page["encoding"] == "base64" and base64.b64decode(page["content"]) == blob[:64]
+    with pytest.raises(InvalidArgument, match="bytes"):
+        off.fetch_slice(ref.artifact_id)
+
+
+def test_items_of_the_main_array_and_of_any_path(off, json_ref):
+    ref, doc = json_ref
+    assert ref.items == len(doc["data"])
+    page = off.fetch_slice(ref.artifact_id, unit="items", offset=20_000, limit=3)
+    assert json.loads(page["content"]) == doc["data"][20_000:20_003]
+    assert page["total"] == len(doc["data"]) and page["next"]["offset"] == 20_003
+    last = off.fetch_slice(ref.artifact_id, unit="items", offset=-1)
+    assert json.loads(last["content"]) == doc["data"][-1:]
+    nested = off.fetch_slice(ref.artifact_id, unit="items", path="data[?status=='error']", offset=2, limit=2)
+    assert json.loads(nested["content"]) == [d for d in doc["data"] if d["status"] == "error"][2:4]
+    assert nested["next"]["path"] == "data[?status=='error']"
+
+
+def test_ndjson_rows_are_items(off):
+    rows = [{"ts": i, "level": "error" if i % 100 == 0 else "info", "msg": f"m{i}"} for i in range(30_000)]
+    text = "\n".join(json.dumps(r) for r in rows) + "\n"
+    ref = off.process("logs", text)
+    assert ref.kind == "ndjson"
+    page = off.fetch_slice(ref.artifact_id, unit="items", offset=29_998)
+    assert json.loads(page["content"]) == rows[-2:]
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"limit": -1}, "negative"),
+    ({"unit": "pages"}, "unit must be one of"),
+    ({"unit": "items"}, "JSON array"),
+    ({"offset": "ten"}, "integer"),
+    ({"path": "a.b"}, "applies to unit"),
+])
+def test_bad_slice_arguments_are_explained(off, log_ref, kwargs, match):
+    ref, _ = log_ref
+    with pytest.raises(InvalidArgument, match=match):
+        off.fetch_slice(ref.artifact_id, **kwargs)
+
+
+def test_unknown_and_other_namespace_ids_are_not_found(off, log_ref, store_url):
+    ref, _ = log_ref
+    with pytest.raises(ArtifactNotFound, match="offload ls"):
+        off.fetch_slice("art_doesnotexist000")
+    with Offloader(store_url, namespace="other-tenant") as other:
+        with pytest.raises(ArtifactNotFound) as info:
+            other.fetch_slice(ref.artifact_id)
+        assert str(info.value) == str(ArtifactNotFound(ref.artifact_id))  # same as never existed
+        assert other.list()[0] == []
+
+
+def test_expired_ids_say_expired(off, log_ref):
+    ref, _ = log_ref
+    with off.store.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE artifacts SET expires_at = :t WHERE id = :i"),
+                     {"t": sa.func.now() if False else "2000-01-01 00:00:00", "i": ref.artifact_id})
+    off.gc()
+    with pytest.raises(ArtifactExpired, match="expired"):
+        off.fetch_slice(ref.artifact_id)
+    with pytest.raises(ArtifactExpired):
+        off.query_artifact(ref.artifact_id, grep="x")
+
+
+# -- query_artifact -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("expression", [
+    "length(data)", "data[?status=='error'].id | [:50]", "data[12345]", "total", "data[?owner.team=='team-3'] | [0]",
+    "max_by(data, &id).name",
+])
+def test_jmespath_equals_the_library(off, json_ref, expression):
+    ref, doc = json_ref
+    out = off.query_artifact(ref.artifact_id, jmespath=expression)
+    assert set(out) >= QUERY_FIELDS
+    assert out["result"] == jmespath_lib.search(expression, doc)
+
+
+def test_a_large_query_result_becomes_a_derived_artifact(off, json_ref):
+    ref, doc = json_ref
+    out = off.query_artifact(ref.artifact_id, jmespath="data[?status=='ok']")
+    assert "result" not in out and out["derived_from"] == ref.artifact_id
+    expected = jmespath_lib.search("data[?status=='ok']", doc)
+    assert out["count"] == len(expected) and out["items"] == len(expected)
+    stored = b"".join(off.iter_raw(out["artifact_id"]))
+    assert json.loads(stored) == expected
+    assert off.get(out["artifact_id"])["parent_id"] == ref.artifact_id
+    paged = off.query_artifact(ref.artifact_id, jmespath="data[?status=='ok']", offset=10, limit=5)
+    assert paged["result"] == expected[10:15] and paged["next_offset"] == 15
+
+
+def test_invalid_jmespath_names_the_position_and_an_example(off, json_ref):
+    ref, _ = json_ref
+    with pytest.raises(QueryError) as info:
+        off.query_artifact(ref.artifact_id, jmespath="data[?status=='error'")
+    message = info.value.model_message()
+    assert "^" in message and "data" in message
+
+
+def test_grep_numbers_lines_like_fetch_slice_with_context_and_paging(off, log_ref):
+    ref, text = log_ref
+    lines = text.split("\n")[:-1]
+    out = off.query_artifact(ref.artifact_id, grep=r"id=0012[0-9]{2} ", limit=3, context=1)
+    expected = [i for i, line in enumerate(lines) if "id=0012" in line]
+    assert out["count"] == len(expected)
+    first = expected[0]
+    assert out["result"][0] == f"{first - 1}- {lines[first - 1]}"
+    assert out["result"][1] == f"{first}: {lines[first]}"
+    assert out["next_offset"] == 3
+    tail = off.query_artifact(ref.artifact_id, grep="ERROR|exit status", offset=-2)
+    assert tail["result"] == [f"{len(lines) - 2}: {lines[-2]}", f"{len(lines) - 1}: {lines[-1]}"]
+
+
+def test_grep_bad_and_catastrophic_patterns(off, store_url):
+    ref = off.process("read", ("a" * 4000 + "b\n") * 300)
+    with pytest.raises(QueryError):
+        off.query_artifact(ref.artifact_id, grep="(unclosed")
+    with Offloader(store_url, query_timeout=0.5) as quick:
+        with pytest.raises(QueryTimeout, match="slow"):
+            quick.query_artifact(ref.artifact_id, grep=r"(a|aa)+$")
+
+
+def test_sql_over_json_ndjson_and_csv(off, json_ref):
+    ref, doc = json_ref
+    out = off.query_artifact(ref.artifact_id, sql="SELECT status, count(*) AS n FROM artifact GROUP BY 1 ORDER BY 1")
+    counts = {}
+    for d in doc["data"]:
+        counts[d["status"]] = counts.get(d["status"], 0) + 1
+    assert out["result"] == [{"status": k, "n": v} for k, v in sorted(counts.items())]
+    csv_text = "city,population,founded\n" + "".join(f"c{i},{i * 1000},{1000 + i}\n" for i in range(20_000))
+    cref = off.process("export", csv_text)
+    assert cref.kind == "csv"
+    top = off.query_artifact(cref.artifact_id, sql="SELECT city FROM artifact ORDER BY population DESC LIMIT 2")
+    assert top["result"] == [{"city": "c19999"}, {"city": "c19998"}]
+
+
+@pytest.mark.parametrize("sql", [
+    "ATTACH '/tmp/x.db' AS x", "COPY artifact TO '/tmp/out.csv'", "INSTALL httpfs", "LOAD httpfs",
+    "SET enable_external_access = true", "PRAGMA version", "SELECT * FROM read_csv('/etc/passwd')",
+    "SELECT getenv('HOME')", "SELECT * FROM artifact; DROP TABLE artifact",
+])
+def test_hostile_sql_is_refused_and_changes_nothing(off, json_ref, sql):
+    ref, doc = json_ref
+    with pytest.raises(QueryError):
+        off.query_artifact(ref.artifact_id, sql=sql)
+    assert off.query_artifact(ref.artifact_id, sql="SELECT count(*) AS n FROM artifact")["result"] == [
+        {"n": len(doc["data"])}]
+
+
+def test_runaway_sql_stops_with_a_clear_message(json_ref, store_url):
+    ref, _ = json_ref
+    with Offloader(store_url, query_timeout=1.0) as quick:
+        with pytest.raises(QueryTimeout):
+            quick.query_artifact(ref.artifact_id, sql="SELECT count(*) FROM artifact a, artifact b, artifact c")
+
+
+def test_query_argument_errors(off, json_ref, log_ref):
+    ref, _ = json_ref
+    with pytest.raises(InvalidArgument, match="exactly one"):
+        off.query_artifact(ref.artifact_id)
+    with pytest.raises(InvalidArgument, match="exactly one"):
+        off.query_artifact(ref.artifact_id, jmespath="total", grep="x")
+    with pytest.raises(InvalidArgument, match="negative"):
+        off.query_artifact(ref.artifact_id, jmespath="data", limit=-5)
+    lref, _ = log_ref
+    with pytest.raises(InvalidArgument, match="JSON"):
+        off.query_artifact(lref.artifact_id, jmespath="length(@)")
+    with pytest.raises(InvalidArgument, match="tabular"):
+        off.query_artifact(lref.artifact_id, sql="SELECT 1 FROM artifact")
+
+
+# -- the extract log and rerun ------------------------------------------------------------------
+
+
+def test_every_extract_is_logged_and_reruns_unchanged_until_bytes_change(off, json_ref, log_ref):
+    jref, _ = json_ref
+    lref, _ = log_ref
+    off.fetch_slice(lref.artifact_id, offset=-10, session="s1")
+    off.query_artifact(lref.artifact_id, grep="ERROR", session="s1")
+    off.query_artifact(jref.artifact_id, jmespath="data[?status=='error'].id | [:10]")
+    off.query_artifact(jref.artifact_id, sql="SELECT count(*) AS n FROM artifact")
+    log = off.extracts()
+    assert [e["op"] for e in log] == ["slice", "grep", "jmespath", "sql"]
+    assert all(e["result_sha256"] and e["duration_ms"] >= 0 for e in log)
+    assert log[0]["session"] == "s1" and log[0]["args"]["offset"] == -10
+    assert {r["status"] for r in off.rerun()} == {"unchanged"}
+    # rewrite the log artifact's last chunk underneath: its two extracts change, the JSON ones don't
+    sha = off.get(lref.artifact_id)["sha256"]
+    with off.store.engine.begin() as conn:
+        seq = conn.execute(sa.text("SELECT max(seq) FROM chunks WHERE sha256 = :s"), {"s": sha}).scalar()
+        data = conn.execute(sa.text("SELECT data FROM chunks WHERE sha256 = :s AND seq = :q"),
+                            {"s": sha, "q": seq}).scalar()
+        data = bytes(data).replace(b"ERROR", b"ERRQR")
+        conn.execute(sa.text("UPDATE chunks SET data = :d WHERE sha256 = :s AND seq = :q"),
+                     {"d": data, "s": sha, "q": seq})
+    fresh = Offloader(off.settings.url)  # a new process's view: no cached parse
+    results = {r["kind"]: r["status"] for r in fresh.rerun()}
+    assert results == {"slice": "changed", "grep": "changed", "jmespath": "unchanged", "sql": "unchanged"}
+    fresh.close()
