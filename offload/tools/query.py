@@ -138,7 +138,10 @@ class QueryRunner:
 
     def _inline(self, row: dict, op: str, expression: str, result: Any, count: int, next_offset: int | None,
                 args: dict) -> Outcome:
-        nxt = {"artifact_id": row["id"], op: expression, **args, "offset": next_offset} if next_offset else None
+        nxt = None
+        if next_offset is not None:
+            nxt = {"artifact_id": row["id"], op: expression, **{k: v for k, v in args.items() if v},
+                   "offset": next_offset}
         return Outcome(op, expression, inline={
             "artifact_id": row["id"], "kind": op, "expression": expression, "result": result, "count": count,
             "next_offset": next_offset, "next": nxt}, count=count)
@@ -162,7 +165,7 @@ class QueryRunner:
     def _jmespath(self, row: dict, expression: str, offset: int, limit: int | None) -> Outcome:
         result = run_jmespath(self.document(row), expression)
         if isinstance(result, list):
-            return self._page(row, "jmespath", expression, result, offset, limit, {}, "json",
+            return self._page(row, "jmespath", expression, result, offset, limit, {"limit": limit}, "json",
                               lambda items: orjson.dumps(items, default=str))
         count = 0 if result is None else 1
         if self._fits(result):
@@ -184,7 +187,7 @@ class QueryRunner:
         page = grep_lines(self._lines(row), pattern, offset=offset, limit=limit, context=context,
                           timeout=self.timeout)
         lines = _grep_text(page.matches)
-        args = {"context": context} if context else {}
+        args = {"limit": limit, "context": context}
         if limit is not None and limit < 0:
             raise InvalidArgument("limit must not be negative")
         if self._fits(lines):
@@ -202,42 +205,34 @@ class QueryRunner:
                             nxt if nxt < page.total else None, args)
 
     def _sql(self, row: dict, sql: str, offset: int, limit: int | None) -> Outcome:
+        if offset < 0:
+            raise InvalidArgument("SQL results page forward only: use offset >= 0, or ORDER BY … DESC.")
         table = self.table(row)
         result = table.execute(sql, timeout=self.timeout)
+        rows: list[dict] = []
+        spill: list[bytes] | None = None  # every row, once the whole result is known not to fit inline
+        total = 0
         try:
-            rows: list[dict] = []
-            spill: list[bytes] | None = None
-            start = offset if offset >= 0 else 0
-            if offset < 0:
-                raise InvalidArgument("SQL results page forward only: use offset >= 0, or ORDER BY … DESC.")
-            for i, item in enumerate(result.iter_rows()):
-                if i < start:
-                    continue
-                if limit is not None and len(rows) >= limit:
-                    return self._sql_page(row, sql, rows, start, more=True, total=None)
+            for item in result.iter_rows():
+                total += 1  # counted to the end, so `count` is exact even for a page
                 if spill is not None:
                     spill.append(orjson.dumps(item, default=str))
-                    continue
-                rows.append(item)
-                if limit is None and len(rows) % 200 == 0 and not self._fits(rows):
-                    spill = [orjson.dumps(r, default=str) for r in rows]
-            if spill is not None:
-                return Outcome("sql", sql, derived=b"\n".join(spill) + b"\n", derived_kind="ndjson",
-                               count=len(spill))
-            return self._sql_page(row, sql, rows, start, more=False, total=start + len(rows))
+                elif total > offset and (limit is None or len(rows) < limit):
+                    rows.append(item)
+                    if limit is None and offset == 0 and len(rows) % 200 == 0 and not self._fits(rows):
+                        spill = [orjson.dumps(r, default=str) for r in rows]
         finally:
             result.close()
-
-    def _sql_page(self, row, sql, rows, start, *, more: bool, total: int | None) -> Outcome:
+        if spill is not None:
+            return Outcome("sql", sql, derived=b"\n".join(spill) + b"\n", derived_kind="ndjson", count=total)
+        end = offset + len(rows)
         if self._fits(rows):
-            nxt = start + len(rows) if more else None
-            return self._inline(row, "sql", sql, rows, total if total is not None else len(rows), nxt, {})
-        if not more and start == 0:
+            return self._inline(row, "sql", sql, rows, total, end if end < total else None, {"limit": limit})
+        if limit is None and offset == 0:
             return Outcome("sql", sql, derived=b"\n".join(orjson.dumps(r, default=str) for r in rows) + b"\n",
-                           derived_kind="ndjson", count=len(rows))
+                           derived_kind="ndjson", count=total)
         keep = max(_fit_prefix(rows, self._fits), 1)
-        return self._inline(row, "sql", sql, rows[:keep], total if total is not None else len(rows),
-                            start + keep, {})
+        return self._inline(row, "sql", sql, rows[:keep], total, offset + keep, {"limit": limit})
 
 
 def _fit_prefix(items: list[Any], fits: Callable[[list[Any]], bool]) -> int:

@@ -1,0 +1,163 @@
+"""The two companion tools as a model sees them: JSON Schemas, descriptions, and one dispatcher.
+
+Defined once here; the OpenAI / Anthropic / LangChain / MCP adapters only translate these shapes.
+`dispatch()` takes a tool name and JSON arguments and returns text for the model plus the structured
+result; it never raises for a bad call — the model gets an error it can act on instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..errors import OffloadError
+
+if TYPE_CHECKING:
+    from ..offloader import Offloader
+
+log = logging.getLogger("offload")
+
+FETCH_SLICE_DESCRIPTION = """\
+Read a bounded page of a stored tool result (an artifact) by its id, as named in an [offload] reference.
+Units: "lines" (default; 0-based line numbers, the same as query_artifact grep shows), "chars", "bytes"
+(binary comes back base64), or "items" (whole elements of a JSON array — the document's main array by
+default, or the array at a JMESPath `path`; NDJSON rows are items). A negative offset counts from the
+end: offset=-40 reads the last 40 lines, where logs keep their errors. The page always fits a token
+budget: if `limit` units would not fit, fewer come back. Every response says `returned`, `total` and
+`next` — the exact arguments of the following call (null at the end). A single line longer than the
+budget comes back cut by characters, with `next` pointing at the rest.
+Example: fetch_slice(artifact_id="art_k3j2h5g6f7d8s9a0", offset=-40)"""
+
+QUERY_ARTIFACT_DESCRIPTION = """\
+Extract exactly what you need from a stored tool result (an artifact), with exactly one of:
+- jmespath: a JMESPath expression over a JSON document (NDJSON: over the array of rows), e.g.
+  "items[?status=='error'].{id: id, msg: message}" or "length(items)";
+- grep: a regular expression over the lines of a text artifact; matches come back as "N: text" with 0-based
+  line numbers (fetch_slice offsets), `context` lines around each as "N- text", the total match count in
+  `count`, paged by offset/limit (offset=-5: the last 5 matches);
+- sql: one DuckDB SELECT over tabular data (a JSON array of objects, NDJSON rows, CSV/TSV) seen as a table
+  named `artifact`, e.g. "SELECT status, count(*) FROM artifact GROUP BY 1". Read-only, time-limited.
+A result that fits the budget comes back inline with `count`, `next_offset` and `next`; a larger one is
+stored as a new artifact and you get its reference (sizes, preview, hints) to page or query further.
+Example: query_artifact(artifact_id="art_k3j2h5g6f7d8s9a0", grep="Traceback|Error", context=3)"""
+
+_ID = {"type": "string", "pattern": "^art_[a-z0-9]+$",
+       "description": "The artifact id from an [offload] reference, like art_k3j2h5g6f7d8s9a0."}
+
+FETCH_SLICE_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "artifact_id": _ID,
+        "offset": {"type": "integer", "default": 0,
+                   "description": "0-based start in `unit`s; negative counts from the end (-40: the last 40)."},
+        "limit": {"type": ["integer", "null"], "minimum": 0, "default": None,
+                  "description": "How many units; null for as many as fit the page budget."},
+        "unit": {"type": "string", "enum": ["lines", "chars", "bytes", "items"], "default": "lines",
+                 "description": "lines, chars, bytes (binary as base64), or items of a JSON array / NDJSON rows."},
+        "path": {"type": ["string", "null"], "default": None,
+                 "description": "With unit=items: JMESPath of the array to page (default: the main array)."},
+    },
+    "required": ["artifact_id"],
+    "additionalProperties": False,
+}
+
+QUERY_ARTIFACT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "artifact_id": _ID,
+        "jmespath": {"type": ["string", "null"], "default": None,
+                     "description": "JMESPath over a JSON / NDJSON artifact, e.g. items[?status=='error'].id"},
+        "grep": {"type": ["string", "null"], "default": None,
+                 "description": "Regular expression over the artifact's lines, e.g. Traceback|ERROR"},
+        "sql": {"type": ["string", "null"], "default": None,
+                "description": "One DuckDB SELECT over the table `artifact` (JSON array of objects, NDJSON, CSV)."},
+        "offset": {"type": "integer", "default": 0,
+                   "description": "First result (match, row or array element) to return; negative for grep "
+                                  "counts from the end."},
+        "limit": {"type": ["integer", "null"], "minimum": 0, "default": None,
+                  "description": "How many results; null for all (stored as a new artifact if too big)."},
+        "context": {"type": "integer", "minimum": 0, "maximum": 50, "default": 0,
+                    "description": "grep only: lines of context before and after each match."},
+    },
+    "required": ["artifact_id"],
+    "additionalProperties": False,
+}
+
+TOOLS: dict[str, dict[str, Any]] = {
+    "fetch_slice": {"name": "fetch_slice", "description": FETCH_SLICE_DESCRIPTION, "input_schema": FETCH_SLICE_SCHEMA},
+    "query_artifact": {"name": "query_artifact", "description": QUERY_ARTIFACT_DESCRIPTION,
+                       "input_schema": QUERY_ARTIFACT_SCHEMA},
+}
+
+
+@dataclass
+class ToolOutput:
+    text: str  # what the model reads
+    structured: dict[str, Any]  # the same as JSON (structuredContent, function output)
+    is_error: bool = False
+
+
+def dispatch(off: "Offloader", name: str, arguments: dict[str, Any] | str | None,
+             *, session: str | None = None) -> ToolOutput:
+    """Run a companion tool by name with the model's JSON arguments; errors become model-readable text."""
+    try:
+        args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments or {})
+    except (json.JSONDecodeError, TypeError, ValueError) as exc:
+        return _error(f"The arguments of {name} are not a JSON object ({exc}). Example: "
+                      '{"artifact_id": "art_…", "offset": 0}', "invalid_argument")
+    if name not in TOOLS:
+        return _error(f"Unknown tool {name!r}; offload provides fetch_slice and query_artifact.", "unknown_tool")
+    allowed = set(TOOLS[name]["input_schema"]["properties"])
+    unknown = set(args) - allowed
+    if unknown or "artifact_id" not in args:
+        problem = f"unknown argument(s) {sorted(unknown)}" if unknown else "artifact_id is required"
+        return _error(f"{name}: {problem}. It takes {', '.join(sorted(allowed))}.", "invalid_argument")
+    try:
+        if name == "fetch_slice":
+            result = off.fetch_slice(session=session, **args)
+            return ToolOutput(render_slice(result), result)
+        result = off.query_artifact(session=session, **args)
+        return ToolOutput(render_query(result), result)
+    except OffloadError as exc:
+        return _error(exc.model_message(), exc.code)
+    except TypeError as exc:
+        return _error(f"{name}: {exc}", "invalid_argument")
+    except Exception as exc:  # noqa: BLE001 - a tool call never fails because offload failed
+        log.exception("offload %s failed", name)
+        return _error(f"{name} failed inside offload ({type(exc).__name__}: {exc}); the stored artifact is "
+                      "unchanged. Try a smaller request.", "internal_error")
+
+
+def _error(message: str, code: str) -> ToolOutput:
+    return ToolOutput(f"Error: {message}", {"error": code, "message": message}, is_error=True)
+
+
+def render_slice(page: dict[str, Any]) -> str:
+    unit = page["unit"]
+    end = page["offset"] + page["returned"] - 1
+    span = (f"{unit} {page['offset']:,}–{end:,} of {page['total']:,}" if page["returned"]
+            else f"no whole {unit} (offset {page['offset']:,} of {page['total']:,})")
+    footer = [f"[{page['artifact_id']}: {span}"]
+    if page.get("cut"):
+        footer.append(page["cut"])
+    footer.append("next: " + _call("fetch_slice", page["next"]) if page["next"] else "end reached")
+    return f"{page['content']}\n" + "; ".join(footer) + "]"
+
+
+def render_query(result: dict[str, Any]) -> str:
+    if "result" not in result:  # stored as a derived artifact: its reference is the answer
+        return result.get("text") or json.dumps(result)
+    value = result["result"]
+    if result["kind"] == "grep":
+        body = "\n".join(value) if value else "(no match)"
+    else:
+        body = json.dumps(value, ensure_ascii=False, indent=1 if isinstance(value, (list, dict)) else None)
+    more = f"; next: {_call('query_artifact', result['next'])}" if result.get("next") else ""
+    return f"{body}\n[{result['kind']} {result['expression']!r}: {result['count']:,} result(s){more}]"
+
+
+def _call(name: str, args: dict[str, Any]) -> str:
+    inner = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items() if v is not None)
+    return f"{name}({inner})"
