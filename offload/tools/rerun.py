@@ -44,6 +44,9 @@ def rerun(off: "Offloader", **filters: Any) -> list[dict[str, Any]]:
         except OffloadError as exc:
             results.append({**entry, "status": "failed", "detail": exc.model_message()})
             continue
+        except Exception as exc:  # noqa: BLE001 - a diagnostic run reports every failure and goes on
+            results.append({**entry, "status": "failed", "detail": f"{type(exc).__name__}: {exc}"})
+            continue
         if sha == extract["result_sha256"]:
             results.append({**entry, "status": "unchanged", "detail": None})
         else:

@@ -14,7 +14,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
-from ..errors import InvalidArgument
+from ..errors import InvalidArgument, StoreError
 from ..store import Store
 
 UNITS = ("lines", "chars", "bytes", "items")
@@ -112,7 +112,10 @@ class Slicer:
         seq = self._last_chunk_before_line(sha, line)
         meta, data = next(self.store.iter_chunks(sha, seq, seq))
         newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
-        return seq, int(newlines[line - meta["line_start"] - 1]) + 1
+        nth = line - meta["line_start"] - 1
+        if not 0 <= nth < len(newlines):
+            raise StoreError(f"stored content {sha[:16]}… no longer matches its line index; run `offload verify`")
+        return seq, int(newlines[nth]) + 1
 
     def _last_chunk_before_line(self, sha: str, line: int) -> int:
         # the chunk holding the line-th newline: the last one with fewer newlines before it than `line`
