@@ -94,3 +94,12 @@ class ContextBudgetExceeded(OffloadError):
             f"The system prompt and the most recent turn need about {needed} tokens; the budget is {budget}."
             + (f" {detail}" if detail else "")
         )
+
+
+class ExtractNotFound(OffloadError):
+    status = 404
+    code = "not_found"
+
+    def __init__(self, extract_id: str):
+        self.extract_id = extract_id
+        super().__init__(f"No extract {extract_id!r}; `offload extracts` (or GET /api/extracts) lists them.")

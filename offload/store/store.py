@@ -387,6 +387,31 @@ class Store:
                                  "actual_bytes": seen, "artifacts": list(ids)})
         return problems
 
+    def stats(self, namespace: str) -> dict[str, Any]:
+        """Counts and sizes of active artifacts, and tokens kept out of the context, per session and tool.
+
+        Tokens kept out = the raw result's estimate minus what the model was shown instead.
+        """
+        a = artifacts.c
+        saved = sa.func.sum(a.tokens - a.shown_tokens)
+        base = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(a.bytes), 0),
+                         sa.func.coalesce(sa.func.sum(a.tokens), 0), sa.func.coalesce(saved, 0)
+                         ).where(a.namespace == namespace, a.status == ACTIVE)
+        with self._read() as conn:
+            count, size, tokens, kept = conn.execute(base).one()
+            groups = {}
+            for name, column in (("by_tool", a.tool), ("by_session", a.session)):
+                rows = conn.execute(sa.select(column, sa.func.count(), sa.func.coalesce(sa.func.sum(a.bytes), 0),
+                                              sa.func.coalesce(saved, 0))
+                                    .where(a.namespace == namespace, a.status == ACTIVE)
+                                    .group_by(column).order_by(sa.desc(sa.func.coalesce(saved, 0)))).all()
+                groups[name] = [{"name": r[0], "artifacts": int(r[1]), "bytes": int(r[2]), "tokens_saved": int(r[3])}
+                                for r in rows]
+            extracts_count = conn.execute(sa.select(sa.func.count()).select_from(extracts).where(
+                extracts.c.namespace == namespace)).scalar_one()
+        return {"artifacts": int(count), "bytes": int(size), "tokens": int(tokens), "tokens_saved": int(kept),
+                "extracts": int(extracts_count), "store_bytes": self.total_bytes(), **groups}
+
     # -- the extract log --------------------------------------------------------------------
 
     def log_extract(self, row: dict[str, Any]) -> str:

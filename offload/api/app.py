@@ -1,0 +1,159 @@
+"""The HTTP app: one FastAPI application over an Offloader, with its guards.
+
+Every route calls the same Offloader methods as the tools and the CLI (no second code path). The guards:
+on loopback no token is needed, but Host and Origin must be local (against DNS rebinding); off loopback
+the server does not start without a token; a token may be scoped to a namespace and then sees only it.
+Every error, ours or the framework's, leaves in one JSON shape with its status.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from ..errors import OffloadError
+from ..offloader import Offloader
+
+SECURITY_HEADERS = {
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "no-referrer",
+    "Cross-Origin-Opener-Policy": "same-origin",
+    "Cross-Origin-Resource-Policy": "same-origin",
+    "Permissions-Policy": "camera=(), microphone=(), geolocation=()",
+    "Content-Security-Policy": ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                                "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'self'"),
+}
+# FastAPI's /docs page loads Swagger UI from a CDN and runs an inline script: relaxed there only
+DOCS_CSP = ("default-src 'self'; script-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; "
+            "style-src 'self' 'unsafe-inline' https://cdn.jsdelivr.net; img-src 'self' data: https://fastapi.tiangolo.com")
+
+LOCAL_NAMES = {"localhost", "127.0.0.1", "::1", "[::1]"}
+
+
+def is_loopback(host: str) -> bool:
+    if host in LOCAL_NAMES:
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass
+class ApiConfig:
+    """How the server guards itself. tokens: token → namespace it is scoped to (None: any namespace)."""
+
+    tokens: dict[str, str | None] = field(default_factory=dict)
+    loopback: bool = True  # bound to a loopback address: check Host/Origin against DNS rebinding
+    max_upload_bytes: int = 256 * 1024 * 1024
+
+    def scope_of(self, token: str | None) -> tuple[bool, str | None]:
+        """(known, namespace scope) for a presented token, compared in constant time."""
+        if token is None:
+            return False, None
+        for known, scope in self.tokens.items():
+            if hmac.compare_digest(known.encode(), token.encode()):
+                return True, scope
+        return False, None
+
+
+def error_response(status: int, code: str, message: str) -> JSONResponse:
+    return JSONResponse({"error": code, "message": message, "status": status}, status_code=status,
+                        headers=SECURITY_HEADERS)
+
+
+def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
+    """The API and the web page over `off` (its namespace is the default for requests)."""
+    from .routes import router
+    from .web import web_router
+
+    config = config or ApiConfig()
+    app = FastAPI(title="offload", version="0.1.0",
+                  description="Browse what agents stored, what the model saw, and what it saved.")
+    app.state.off = off
+    app.state.config = config
+
+    @app.exception_handler(OffloadError)
+    async def _offload_error(_request: Request, exc: OffloadError):
+        return error_response(exc.status, exc.code, exc.model_message())
+
+    @app.exception_handler(RequestValidationError)
+    async def _validation_error(_request: Request, exc: RequestValidationError):
+        parts = ["{}: {}".format(".".join(str(p) for p in e.get("loc", ())), e.get("msg")) for e in exc.errors()]
+        return error_response(422, "invalid_argument", "; ".join(parts) or "invalid request")
+
+    @app.exception_handler(StarletteHTTPException)
+    async def _http_error(_request: Request, exc: StarletteHTTPException):
+        code = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+                413: "too_large"}.get(exc.status_code, "http_error")
+        return error_response(exc.status_code, code, str(exc.detail))
+
+    @app.exception_handler(Exception)
+    async def _unexpected(_request: Request, exc: Exception):
+        return error_response(500, "internal_error", f"{type(exc).__name__}: the server failed; nothing was changed")
+
+    @app.middleware("http")
+    async def guard(request: Request, call_next):
+        problem = _check_request(request, config)
+        if problem is not None:
+            return problem
+        response = await call_next(request)
+        for name, value in SECURITY_HEADERS.items():
+            response.headers.setdefault(name, value)
+        if request.url.path in ("/docs", "/redoc"):
+            response.headers["Content-Security-Policy"] = DOCS_CSP
+        if request.url.path.startswith("/api/"):
+            response.headers.setdefault("Cache-Control", "no-store")
+        return response
+
+    app.include_router(router)
+    app.include_router(web_router)
+    return app
+
+
+def _check_request(request: Request, config: ApiConfig) -> JSONResponse | None:
+    """Host/Origin against DNS rebinding (loopback), then the token and its namespace scope."""
+    if config.loopback:
+        host = urlsplit("//" + (request.headers.get("host") or "")).hostname or ""
+        if host and not is_loopback(host):
+            return error_response(403, "forbidden", f"Host {host!r} is not this machine: requests to a loopback "
+                                  "server must name localhost or 127.0.0.1 (DNS rebinding protection).")
+        origin = request.headers.get("origin")
+        if origin and origin != "null" and not is_loopback(urlsplit(origin).hostname or ""):
+            return error_response(403, "forbidden", f"Origin {origin!r} may not call this server.")
+    namespace = request.headers.get("x-offload-namespace") or request.query_params.get("namespace")
+    request.state.namespace = namespace
+    if not config.tokens:
+        return None
+    token = None
+    auth = request.headers.get("authorization", "")
+    if auth.lower().startswith("bearer "):
+        token = auth[7:].strip()
+    token = token or request.cookies.get("offload_token")
+    if request.url.path in ("/login",):
+        return None
+    if token is None:
+        return error_response(401, "unauthorized", "A token is required: send `Authorization: Bearer <token>`.")
+    known, scope = config.scope_of(token)
+    if not known:
+        return error_response(401, "unauthorized", "That token is not valid for this server.")
+    if scope is not None:
+        if namespace is not None and namespace != scope:
+            return error_response(403, "forbidden", f"This token is scoped to namespace {scope!r}.")
+        request.state.namespace = scope
+    return None
+
+
+def offloader_for(request: Request) -> Offloader:
+    """The request's Offloader: the server's, bound to the namespace the token or request names."""
+    off: Offloader = request.app.state.off
+    namespace = getattr(request.state, "namespace", None)
+    return off if namespace is None else off.for_namespace(namespace)

@@ -1,0 +1,157 @@
+"""The JSON API: thin handlers over Offloader methods, in the paths and shapes DESIGN.md fixes."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal, Optional
+
+from fastapi import APIRouter, Query, Request, Response
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel, Field
+
+from ..errors import ExtractNotFound, InvalidArgument, TooLarge
+from .app import offloader_for
+
+router = APIRouter(prefix="/api")
+
+
+class ErrorBody(BaseModel):
+    error: str
+    message: str
+    status: int
+
+
+ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": text}
+    for code, text in ((401, "No or unknown token"), (403, "Token scoped to another namespace, or foreign Host"),
+                       (404, "Unknown artifact"), (410, "Expired or deleted artifact"),
+                       (422, "Invalid argument or query"))
+}
+
+
+class QueryBody(BaseModel):
+    """Exactly one of jmespath, grep or sql."""
+
+    jmespath: Optional[str] = None
+    grep: Optional[str] = None
+    sql: Optional[str] = None
+    offset: int = 0
+    limit: Optional[int] = Field(None, ge=0)
+    context: int = Field(0, ge=0, le=50)
+    session: Optional[str] = None
+
+
+def _when(value: Optional[str], name: str) -> Optional[dt.datetime]:
+    if value is None:
+        return None
+    try:
+        parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError as exc:
+        raise InvalidArgument(f"{name} must be an ISO 8601 date or time, e.g. 2026-12-01T10:00:00Z") from exc
+    return parsed.astimezone(dt.timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
+
+
+@router.get("/artifacts", responses=ERRORS, summary="List artifacts, newest first")
+def list_artifacts(request: Request, limit: int = Query(50, ge=1, le=500), cursor: Optional[str] = None,
+                   tool: Optional[str] = None, session: Optional[str] = None, kind: Optional[str] = None,
+                   since: Optional[str] = None, until: Optional[str] = None, text: Optional[str] = None):
+    rows, next_cursor = offloader_for(request).list(
+        limit=limit, cursor=cursor, tool=tool, session=session, kind=kind, since=_when(since, "since"),
+        until=_when(until, "until"), text=text)
+    return {"items": rows, "next_cursor": next_cursor}
+
+
+@router.post("/artifacts", status_code=201, responses={**ERRORS, 413: {"model": ErrorBody}},
+             summary="Store the request body as an artifact; returns the reference a model would get")
+async def store_artifact(request: Request, tool: str = Query(..., min_length=1, max_length=200),
+                         session: Optional[str] = Query(None, max_length=200)):
+    limit = request.app.state.config.max_upload_bytes
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise TooLarge(f"the body is {int(declared):,} bytes; this server accepts up to {limit:,}")
+    parts, size = [], 0
+    async for block in request.stream():
+        size += len(block)
+        if size > limit:
+            raise TooLarge(f"the body exceeds {limit:,} bytes, the most this server accepts")
+        parts.append(block)
+    off = offloader_for(request)
+    from starlette.concurrency import run_in_threadpool
+
+    ref = await run_in_threadpool(off.put, b"".join(parts), tool=tool, session=session)
+    return {**ref.to_dict(), "text": ref.render()}
+
+
+@router.get("/artifacts/{artifact_id}", responses=ERRORS, summary="An artifact's metadata")
+def get_artifact(request: Request, artifact_id: str):
+    return offloader_for(request).get(artifact_id)
+
+
+@router.delete("/artifacts/{artifact_id}", status_code=204, responses=ERRORS, summary="Delete an artifact")
+def delete_artifact(request: Request, artifact_id: str):
+    offloader_for(request).delete(artifact_id)
+    return Response(status_code=204)
+
+
+@router.get("/artifacts/{artifact_id}/reference", responses=ERRORS,
+            summary="The reference exactly as the model saw it (its dict, and `text`)")
+def get_reference(request: Request, artifact_id: str):
+    return offloader_for(request).reference(artifact_id)
+
+
+@router.get("/artifacts/{artifact_id}/raw", responses=ERRORS, summary="The stored bytes, streamed chunk by chunk")
+def get_raw(request: Request, artifact_id: str):
+    off = offloader_for(request)
+    meta = off.get(artifact_id)
+    return StreamingResponse(off.iter_raw(artifact_id), media_type=meta["content_type"],
+                             headers={"Content-Length": str(meta["bytes"]),
+                                      "Content-Disposition": f'attachment; filename="{artifact_id}"'})
+
+
+@router.get("/artifacts/{artifact_id}/slice", responses=ERRORS, summary="A bounded page (fetch_slice)")
+def get_slice(request: Request, artifact_id: str, offset: int = 0, limit: Optional[int] = Query(None, ge=0),
+              unit: Literal["lines", "chars", "bytes", "items"] = "lines", path: Optional[str] = None,
+              session: Optional[str] = None):
+    return offloader_for(request).fetch_slice(artifact_id, offset=offset, limit=limit, unit=unit, path=path,
+                                              session=session)
+
+
+@router.post("/artifacts/{artifact_id}/query", responses=ERRORS, summary="JMESPath, grep or SQL (query_artifact)")
+def post_query(request: Request, artifact_id: str, body: QueryBody):
+    return offloader_for(request).query_artifact(
+        artifact_id, jmespath=body.jmespath, grep=body.grep, sql=body.sql, offset=body.offset, limit=body.limit,
+        context=body.context, session=body.session)
+
+
+@router.put("/artifacts/{artifact_id}/pin", responses=ERRORS, summary="Pin: kept through TTL and quota")
+def pin(request: Request, artifact_id: str):
+    off = offloader_for(request)
+    off.pin(artifact_id, True)
+    return off.get(artifact_id)
+
+
+@router.delete("/artifacts/{artifact_id}/pin", responses=ERRORS, summary="Unpin")
+def unpin(request: Request, artifact_id: str):
+    off = offloader_for(request)
+    off.pin(artifact_id, False)
+    return off.get(artifact_id)
+
+
+@router.get("/extracts", responses=ERRORS, summary="The extract log: every slice and query")
+def list_extracts(request: Request, artifact_id: Optional[str] = None, since: Optional[str] = None,
+                  limit: int = Query(200, ge=1, le=5000)):
+    return {"items": offloader_for(request).extracts(artifact_id=artifact_id, since=_when(since, "since"),
+                                                     limit=limit)}
+
+
+@router.post("/extracts/{extract_id}/rerun", responses=ERRORS, summary="Re-execute one logged extract")
+def rerun_extract(request: Request, extract_id: str):
+    results = offloader_for(request).rerun(extract_id=extract_id)
+    if not results:
+        raise ExtractNotFound(extract_id)
+    return {"results": results}
+
+
+@router.get("/stats", responses=ERRORS, summary="What offload kept out of the context")
+def stats(request: Request):
+    return offloader_for(request).stats()

@@ -1,0 +1,144 @@
+"""The HTTP API in-process (httpx over ASGI): paths and shapes, errors, auth, Host/Origin guards, headers."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from fastapi.testclient import TestClient
+
+from offload import Offloader
+from offload.api import ApiConfig, create_app
+
+LOCAL = "http://127.0.0.1:8765"
+
+
+@pytest.fixture
+def server(store_url):
+    off = Offloader(store_url)
+    with TestClient(create_app(off), base_url=LOCAL) as client:
+        yield off, client
+    off.close()
+
+
+def _log(n: int = 40_000) -> bytes:
+    return "".join(f"{i:05d} GET /api/items/{i} 200 {i % 50} ms\n" for i in range(n)).encode() + b"PANIC: out of memory\n"
+
+
+def test_store_list_show_and_read_back(server):
+    off, client = server
+    body = _log()
+    made = client.post("/api/artifacts", params={"tool": "bash", "session": "s1"}, content=body)
+    assert made.status_code == 201
+    ref = made.json()
+    assert ref["bytes"] == len(body) and ref["lines"] == body.count(b"\n") and "PANIC" in ref["text"]
+    aid = ref["artifact_id"]
+    listing = client.get("/api/artifacts", params={"session": "s1"}).json()
+    assert [a["id"] for a in listing["items"]] == [aid] and listing["next_cursor"] is None
+    meta = client.get(f"/api/artifacts/{aid}").json()
+    assert meta["tool"] == "bash" and meta["bytes"] == len(body)
+    seen = client.get(f"/api/artifacts/{aid}/reference").json()
+    assert seen["text"] == ref["text"]  # exactly what the model saw
+    raw = client.get(f"/api/artifacts/{aid}/raw")
+    assert raw.content == body and raw.headers["content-length"] == str(len(body))
+    page = client.get(f"/api/artifacts/{aid}/slice", params={"offset": -1}).json()
+    assert page["content"] == "PANIC: out of memory" and page["next"] is None
+    hits = client.post(f"/api/artifacts/{aid}/query", json={"grep": "PANIC"}).json()
+    last_line = body.count(b"\n") - 1
+    assert hits["result"] == [f"{last_line}: PANIC: out of memory"]
+    assert [e["op"] for e in client.get("/api/extracts", params={"artifact_id": aid}).json()["items"]] == [
+        "slice", "grep"]
+
+
+def test_list_filters_and_cursor(server):
+    off, client = server
+    ids = [client.post("/api/artifacts", params={"tool": "grep" if i % 2 else "read"},
+                       content=f"result {i}\n".encode()).json()["artifact_id"] for i in range(5)]
+    assert {a["id"] for a in client.get("/api/artifacts", params={"tool": "grep"}).json()["items"]} == set(ids[1::2])
+    seen, cursor = [], None
+    while True:
+        page = client.get("/api/artifacts", params={"limit": 2, **({"cursor": cursor} if cursor else {})}).json()
+        seen += [a["id"] for a in page["items"]]
+        cursor = page["next_cursor"]
+        if not cursor:
+            break
+    assert sorted(seen) == sorted(ids)
+    assert client.get("/api/artifacts", params={"since": "2999-01-01"}).json()["items"] == []
+    assert client.get("/api/artifacts", params={"text": ids[3]}).json()["items"][0]["id"] == ids[3]
+
+
+def test_errors_have_one_shape_and_the_right_status(server):
+    off, client = server
+    aid = client.post("/api/artifacts", params={"tool": "api"},
+                      content=json.dumps([{"a": i} for i in range(5000)]).encode()).json()["artifact_id"]
+    cases = [
+        (client.get("/api/artifacts/art_nope00000000"), 404, "not_found"),
+        (client.post(f"/api/artifacts/{aid}/query", json={"jmespath": "[?a=="}), 422, "invalid_query"),
+        (client.post(f"/api/artifacts/{aid}/query", json={"sql": "COPY artifact TO '/tmp/x'"}), 422, "invalid_query"),
+        (client.get(f"/api/artifacts/{aid}/slice", params={"unit": "pages"}), 422, "invalid_argument"),
+        (client.get(f"/api/artifacts/{aid}/slice", params={"limit": -1}), 422, "invalid_argument"),
+        (client.post("/api/artifacts", content=b"x"), 422, "invalid_argument"),  # no tool
+        (client.get("/api/artifacts", params={"cursor": "garbage"}), 422, "invalid_argument"),
+        (client.post("/api/extracts/ext_nope/rerun"), 404, "not_found"),
+    ]
+    for response, status, code in cases:
+        body = response.json()
+        assert (response.status_code, body["error"], body["status"]) == (status, code, status), body
+        assert body["message"]
+    assert client.delete(f"/api/artifacts/{aid}").status_code == 204
+    gone = client.get(f"/api/artifacts/{aid}/slice")
+    assert gone.status_code == 410 and gone.json()["error"] == "expired"
+
+
+def test_upload_too_large_is_413_and_stores_nothing(store_url):
+    off = Offloader(store_url)
+    with TestClient(create_app(off, ApiConfig(max_upload_bytes=1000)), base_url=LOCAL) as client:
+        response = client.post("/api/artifacts", params={"tool": "x"}, content=b"y" * 5000)
+        assert response.status_code == 413 and response.json()["error"] == "too_large"
+        assert client.get("/api/artifacts").json()["items"] == []
+    off.close()
+
+
+def test_pin_unpin_stats_and_rerun(server):
+    off, client = server
+    aid = client.post("/api/artifacts", params={"tool": "grep", "session": "s9"}, content=_log()).json()["artifact_id"]
+    assert client.put(f"/api/artifacts/{aid}/pin").json()["pinned"] is True
+    assert client.delete(f"/api/artifacts/{aid}/pin").json()["pinned"] is False
+    client.get(f"/api/artifacts/{aid}/slice", params={"offset": 5, "limit": 3})
+    (extract,) = client.get("/api/extracts").json()["items"]
+    rerun = client.post(f"/api/extracts/{extract['id']}/rerun").json()
+    assert rerun["results"][0]["status"] == "unchanged"
+    stats = client.get("/api/stats").json()
+    meta = off.get(aid)
+    assert stats["artifacts"] == 1 and stats["tokens_saved"] == meta["tokens"] - meta["shown_tokens"] > 0
+    assert stats["by_session"][0]["name"] == "s9" and stats["by_tool"][0]["name"] == "grep"
+
+
+def test_security_headers_and_dns_rebinding_guard(server):
+    off, client = server
+    response = client.get("/api/artifacts")
+    for header in ("x-content-type-options", "x-frame-options", "content-security-policy", "referrer-policy"):
+        assert header in response.headers
+    assert client.get("/api/artifacts", headers={"host": "attacker.example:8765"}).status_code == 403
+    assert client.get("/api/artifacts", headers={"origin": "http://attacker.example"}).status_code == 403
+    assert client.get("/api/artifacts", headers={"origin": "http://localhost:8765"}).status_code == 200
+    assert client.get("/api/artifacts", headers={"host": "localhost:8765"}).status_code == 200
+
+
+def test_tokens_and_namespace_scopes(store_url):
+    off = Offloader(store_url)
+    config = ApiConfig(tokens={"admin-token": None, "team-a-token": "team-a"}, loopback=False)
+    with TestClient(create_app(off, config), base_url="http://offload.internal") as client:
+        assert client.get("/api/artifacts").status_code == 401
+        assert client.get("/api/artifacts", headers={"authorization": "Bearer wrong"}).status_code == 401
+        team = {"authorization": "Bearer team-a-token"}
+        admin = {"authorization": "Bearer admin-token"}
+        mine = client.post("/api/artifacts", params={"tool": "t"}, content=b"team a data\n", headers=team).json()
+        other = client.post("/api/artifacts", params={"tool": "t"}, content=b"default data\n", headers=admin).json()
+        assert [a["id"] for a in client.get("/api/artifacts", headers=team).json()["items"]] == [mine["artifact_id"]]
+        assert client.get(f"/api/artifacts/{other['artifact_id']}", headers=team).status_code == 404
+        assert client.get("/api/artifacts", headers={**team, "x-offload-namespace": "team-b"}).status_code == 403
+        assert client.get(f"/api/artifacts/{mine['artifact_id']}", headers={**admin, "x-offload-namespace": "team-a"}
+                          ).status_code == 200
+        assert client.get("/api/stats", headers=team).json()["artifacts"] == 1
+    off.close()
