@@ -1,0 +1,297 @@
+"""Decide what a tool result is (JSON, NDJSON, CSV, grep output, text or binary) from its bytes.
+
+The kind chooses the preview and the query tools, so a wrong guess costs the model dearly: detection
+is conservative (text is the safe default) and every doubt becomes a note the model reads.
+"""
+
+from __future__ import annotations
+
+import csv
+import gc
+import json
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from offload.content.binary import sniff_binary
+
+__all__ = ["Detected", "InvalidJSON", "detect", "parse_json", "GREP_TOOLS", "MAX_JSON_DEPTH"]
+
+MAX_JSON_DEPTH = 1024  # orjson's fixed limit; json.loads gives up sooner (the recursion limit)
+GREP_TOOLS = frozenset(
+    {"grep", "rg", "ripgrep", "search_code", "code_search", "search_files", "git_grep", "ag", "ack",
+     "find_in_files", "grep_search"}
+)
+
+_BOM = b"\xef\xbb\xbf"
+_SAMPLE = 65536
+# Bytes that never appear in text: C0 controls except tab, LF, VT, FF, CR, backspace and ESC (ANSI colours).
+_CONTROL = bytes(b for b in range(32) if b not in (8, 9, 10, 11, 12, 13, 27)) + b"\x7f"
+_LEADING_WS = re.compile(rb"[ \t\r\n]*")
+# grep -n output; without a grep-like tool name the path must look like one (no spaces, a dot or a
+# slash) so that timestamps ("12:00:01 …") and access logs are not taken for matches.
+_GREP_N_STRICT = re.compile(rb"(?:[A-Za-z]:)?[^\s:]*[./\\][^\s:]*:\d+[:-]")
+_GREP_N = re.compile(rb"(?:[A-Za-z]:)?[^:\n]+:\d+[:-]")
+_GREP_CONTEXT = re.compile(rb"(?:[A-Za-z]:)?[^\s:]*[./\\][^\s:]*?-\d+-|--$")
+_GREP_PLAIN = re.compile(rb"(?:[A-Za-z]:)?[^\s:]*[./\\][^\s:]*:")
+_CSV_DELIMITERS = ("\t", ",", ";", "|")
+_NOT_A_NAME = re.compile(r"[-+]?[\d.,:eE+ -]+|\d{4}-\d{2}-\d{2}.*|\d{1,2}[:/]\d{2}.*")
+
+
+class InvalidJSON(ValueError):
+    """Why a document does not parse, and at which byte."""
+
+    def __init__(self, reason: str, byte: int = 0, too_deep: bool = False):
+        self.reason, self.byte, self.too_deep = reason, byte, too_deep
+        super().__init__(reason if too_deep else f"{reason} at byte {byte:,}")
+
+
+_TOO_DEEP = f"JSON nested deeper than {MAX_JSON_DEPTH:,} levels: not parsed for queries"
+
+
+@dataclass
+class Detected:
+    kind: str  # json | ndjson | csv | grep | text | binary ("shell" is decided by the caller)
+    content_type: str
+    text: str | None
+    doc: Any = None
+    notes: list[str] = field(default_factory=list)
+    delimiter: str | None = None
+
+
+def parse_json(data: bytes) -> Any:
+    """Parse a JSON document fast (orjson, gc paused), accepting NaN/Infinity like Python's json.
+
+    Raises InvalidJSON (a ValueError) with a message fit for the model: what is wrong and at which byte.
+    """
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
+    # Parsing allocates millions of objects; the cyclic GC would rescan them all repeatedly (1.4 s -> 0.3 s).
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        try:
+            return orjson.loads(data)
+        except orjson.JSONDecodeError as error:
+            if "depth" in error.msg:
+                raise InvalidJSON(_TOO_DEEP, too_deep=True) from None
+            first_error = error
+        if b"NaN" in data or b"Infinity" in data:
+            try:
+                return json.loads(data.decode("utf-8"))
+            except RecursionError:
+                raise InvalidJSON(_TOO_DEEP, too_deep=True) from None
+            except ValueError:
+                pass
+        raise InvalidJSON(first_error.msg, _byte_offset(data, first_error.pos)) from None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _byte_offset(data: bytes, char_pos: int) -> int:
+    # orjson reports positions in characters; the store and fetch_slice speak bytes.
+    if data.isascii():
+        return char_pos
+    return len(data.decode("utf-8", "replace")[:char_pos].encode("utf-8"))
+
+
+def detect(data: bytes, tool: str | None = None) -> Detected:
+    """Classify a result; never raises on any input."""
+    if not data:
+        return Detected("text", "text/plain", "", notes=["empty result: 0 bytes"])
+    binary = sniff_binary(data)
+    if binary is not None:
+        return Detected("binary", binary.content_type, None, notes=[f"binary data: {binary.description}"])
+
+    notes: list[str] = []
+    text, bad_bytes = _decode(data)
+    if text is None:
+        return Detected("binary", "application/octet-stream", None,
+                        notes=["binary data: not text (control bytes or invalid UTF-8), format unknown"])
+    if bad_bytes:
+        notes.append(f"invalid UTF-8: {bad_bytes:,} byte{'s' if bad_bytes != 1 else ''} replaced by U+FFFD"
+                     " in the preview (the stored bytes are unchanged)")
+    if data.startswith(_BOM):
+        notes.append("starts with a UTF-8 byte order mark")
+    if _mostly_crlf(data):
+        notes.append("Windows (CRLF) line endings; lines are shown without the CR")
+    if data.isspace():
+        line_breaks = data.count(b"\n")
+        notes.append(f"only whitespace ({line_breaks:,} line breaks)")
+        return Detected("text", "text/plain", text, notes=notes)
+
+    start = _LEADING_WS.match(data, len(_BOM) if data.startswith(_BOM) else 0).end()
+    if not bad_bytes and data[start:start + 1] in (b"{", b"["):  # JSON is UTF-8 or it is not JSON
+        found = _detect_json(data, start, text, notes)
+        if found is not None:
+            return found
+    if _looks_like_grep(data, _is_grep_tool(tool)):
+        return Detected("grep", "text/plain", text, notes=notes)
+    delimiter = _sniff_delimiter(text)
+    if delimiter is not None:
+        content_type = "text/tab-separated-values" if delimiter == "\t" else "text/csv"
+        return Detected("csv", content_type, text, notes=notes, delimiter=delimiter)
+    return Detected("text", _text_content_type(data, start), text, notes=notes)
+
+
+def _decode(data: bytes) -> tuple[str | None, int]:
+    """The text and the number of invalid bytes replaced by U+FFFD; no text when it is not text at all."""
+    try:
+        return data.decode("utf-8"), 0
+    except UnicodeDecodeError:
+        pass
+    sample = data[:_SAMPLE]
+    decoded_sample = sample.decode("utf-8", "replace")
+    replaced = decoded_sample.count("\ufffd")
+    controls = len(sample) - len(sample.translate(None, _CONTROL))
+    if replaced > 0.1 * len(decoded_sample) or controls > 0.1 * len(sample):
+        return None, 0
+    text = data.decode("utf-8", "replace")
+    # Exact count without a Python callback per error: every replacement re-encodes to 3 bytes and
+    # genuine U+FFFD characters round-trip unchanged.
+    sequences = text.count("\ufffd") - data.count("\ufffd".encode())
+    return text, len(data) - len(text.encode("utf-8")) + 3 * sequences
+
+
+def _mostly_crlf(data: bytes) -> bool:
+    head = data[:_SAMPLE]
+    line_feeds = head.count(b"\n")
+    return line_feeds > 0 and head.count(b"\r\n") * 2 > line_feeds
+
+
+def _detect_json(data: bytes, start: int, text: str, notes: list[str]) -> Detected | None:
+    """JSON or NDJSON; text with a note when it looks like JSON but fails; None when it is not JSON."""
+    try:
+        return Detected("json", "application/json", text, doc=parse_json(data), notes=notes)
+    except InvalidJSON as error:
+        failure = error
+    if failure.too_deep:
+        notes.append(str(failure))
+        return Detected("text", "text/plain", text, notes=notes)
+    rows = _parse_ndjson(data, start, notes)
+    if rows is not None:
+        return Detected("ndjson", "application/x-ndjson", text, doc=rows, notes=notes)
+    if any(note.startswith("looks like NDJSON") for note in notes):
+        return Detected("text", "text/plain", text, notes=notes)
+    # A log line such as "[2024-01-02] …" fails within a few bytes; a cut or broken document
+    # fails late or at the very end: only then is "looks like JSON" a fair remark.
+    if failure.byte >= 64 or failure.byte >= len(data.rstrip()):
+        notes.append(f"looks like JSON but does not parse: {failure}")
+        return Detected("text", "text/plain", text, notes=notes)
+    return None
+
+
+def _parse_ndjson(data: bytes, start: int, notes: list[str]) -> list | None:
+    first_end = data.find(b"\n", start)
+    if first_end == -1:
+        return None
+    try:
+        orjson.loads(data[start:first_end])
+    except orjson.JSONDecodeError:
+        return None
+    lines = [line for line in data.split(b"\n") if line.strip()]
+    if len(lines) < 2:
+        return None
+    gc_was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        # One C-speed parse of all rows; only a failure pays for a row-by-row search of the culprit.
+        try:
+            rows = orjson.loads(b"[" + b",".join(lines) + b"]")
+            if len(rows) == len(lines):
+                return rows
+        except orjson.JSONDecodeError:
+            pass
+        line_number = 0
+        for raw_line in data.split(b"\n"):
+            if raw_line.strip():
+                try:
+                    orjson.loads(raw_line)
+                except orjson.JSONDecodeError as error:
+                    reason = "nested too deep" if "depth" in error.msg else error.msg
+                    notes.append(f"looks like NDJSON but line {line_number:,} does not parse: {reason}")
+                    return None
+            line_number += 1
+        notes.append("looks like NDJSON but a line holds more than one JSON value")
+        return None
+    finally:
+        if gc_was_enabled:
+            gc.enable()
+
+
+def _is_grep_tool(tool: str | None) -> bool:
+    if not tool:
+        return False
+    name = re.split(r"[./:]|__", tool.lower())[-1]
+    return name in GREP_TOOLS or name.endswith("grep")
+
+
+def _sample_lines(data: bytes, limit: int = 200) -> list[bytes]:
+    lines = data[:_SAMPLE].split(b"\n")
+    if len(data) > _SAMPLE and len(lines) > 1:
+        lines.pop()  # the last line of the sample may be cut
+    return [line.rstrip(b"\r") for line in lines if line.strip()][:limit]
+
+
+def _looks_like_grep(data: bytes, grep_tool: bool) -> bool:
+    lines = _sample_lines(data)
+    if not lines:
+        return False
+    numbered = _GREP_N if grep_tool else _GREP_N_STRICT
+    matches = sum(1 for line in lines if numbered.match(line))
+    context = sum(1 for line in lines if not numbered.match(line) and _GREP_CONTEXT.match(line))
+    # With context lines (-C) a match may be one line in ten.
+    if matches >= 0.08 * len(lines) and matches + context >= 0.8 * len(lines):
+        return True
+    return grep_tool and sum(1 for line in lines if _GREP_PLAIN.match(line)) >= 0.8 * len(lines)
+
+
+def _sniff_delimiter(text: str) -> str | None:
+    """The delimiter when the first lines form a consistent table with a plausible header."""
+    sample = text[:_SAMPLE].split("\n")
+    if len(text) > _SAMPLE:
+        sample.pop()
+    lines = [line.rstrip("\r") for line in sample if line.strip()][:100]
+    if len(lines) < 2:
+        return None
+    for delimiter in _CSV_DELIMITERS:
+        if delimiter not in lines[0]:
+            continue
+        try:
+            rows = list(csv.reader(lines, delimiter=delimiter))
+        except csv.Error:
+            continue
+        header = rows[0]
+        width = len(header)
+        if width < 2 or not _plausible_header(header):
+            continue
+        # A quoted field may span lines, so rows can be fewer than lines; the widths must agree.
+        consistent = sum(1 for row in rows[1:] if len(row) == width)
+        if consistent >= max(1, 0.9 * (len(rows) - 1)):
+            return delimiter
+    return None
+
+
+def _plausible_header(names: list[str]) -> bool:
+    """Column names: short, mostly present, and neither numbers nor dates nor sentences.
+
+    This is what keeps a log whose lines each hold one comma ("12:00:01,848 INFO …") from passing
+    for a two-column table.
+    """
+    if sum(not name.strip() for name in names) > len(names) // 4:
+        return False
+    return not any(
+        len(name) > 64 or name.count(" ") > 4 or _NOT_A_NAME.fullmatch(name.strip()) for name in names
+    )
+
+
+def _text_content_type(data: bytes, start: int) -> str:
+    head = data[start:start + 256].lower()
+    if head.startswith((b"<!doctype html", b"<html")):
+        return "text/html"
+    if head.startswith(b"<?xml"):
+        return "application/xml"
+    return "text/plain"

@@ -1,0 +1,155 @@
+"""grep output (`path:line:text`) within a token budget: whole match lines, then exact match counts
+per file for every file, so the model sees where the matches are before it asks for more.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+
+from offload.content.lines import Count, LineView, Lines, clip_to_budget, describe_omitted, fill, line_count, whole_text
+
+__all__ = ["grep_preview"]
+
+TOP_FILES = 20  # files listed by name in the extra facts; the rest are summed
+_GREP_NUMBERED = re.compile(rb"\n((?:[A-Za-z]:)?[^:\n]+):\d+:")
+_LINE_NUMBERED = re.compile(rb"((?:[A-Za-z]:)?[^:\n]+):\d+:")
+_LINE_PLAIN = re.compile(rb"((?:[A-Za-z]:)?[^:\n]+):")
+
+
+def grep_preview(data: bytes, budget: int, count: Count, *, max_lines: int = 200,
+                 line_cap: int | None = None) -> LineView:
+    """Whole match lines (at most `max_lines`, long ones cut), then exact match counts per file."""
+    total = line_count(data)
+    per_file = _matches_per_file(data)
+    matches = sum(per_file.values())
+    ranked = [(path.decode("utf-8", "replace"), n) for path, n in per_file.most_common()]
+    extra = {
+        "lines": total,
+        "matches": matches,
+        "files": len(per_file),
+        "matches_per_file": dict(ranked[:TOP_FILES]),
+        "other_files": max(0, len(ranked) - TOP_FILES),
+        "other_matches": sum(n for _, n in ranked[TOP_FILES:]),
+    }
+    whole = whole_text(data, budget, count) if total <= max_lines else None
+    if whole is not None:
+        return LineView(whole, False, "", extra)
+    summary = _fit_summary(ranked, matches, min(budget // 3, 500), count)
+    lines = Lines(data, count, line_cap or max(160, min(400, budget // 2)))
+    marker_cost = count(f"… [{total:,} lines omitted: {total:,}–{total:,}] …") + 1
+    head, _ = fill(lines.head(max_lines, budget * 8), budget - count("\n".join(summary)) - marker_cost - 1)
+    while True:
+        parts = [line.text for line in head]
+        if head and head[-1].number < total - 1 or not head:
+            first, n = len(head), total - len(head)
+            parts.append(f"… [{n:,} line{'s' if n != 1 else ''} omitted: {first:,}–{total - 1:,}] …")
+        text = "\n".join(parts + summary)
+        if count(text) <= budget:
+            break
+        if head:
+            head = head[:-1]
+        else:
+            text = clip_to_budget(text, budget, count)
+            break
+    omitted = describe_omitted(data, head, [], total)
+    return LineView(text, bool(omitted), omitted, extra)
+
+
+def _matches_per_file(data: bytes) -> Counter:
+    """Match lines per file, exactly, for every file; `path:line:text`, else `path:text`.
+
+    grep prints a file's matches together, so the work is per run of lines with one path prefix:
+    the run's end is found by galloping probes and its lines are counted with `bytes.count`, then
+    checked (every line of the run must carry the prefix) before the count is trusted; a run that
+    fails the check is counted line by line.
+    """
+    sample = b"\n" + data[:65536]
+    # grep -C prints context lines (`path-12-…`) around each match: one line in ten may be a match.
+    numbered = len(_GREP_NUMBERED.findall(sample)) >= max(1, 0.05 * sample.count(b"\n"))
+    line_pattern = _LINE_NUMBERED if numbered else _LINE_PLAIN
+    counts: Counter = Counter()
+    position, size = 0, len(data)
+    while position < size:
+        line_end = data.find(b"\n", position)
+        line_end = size if line_end == -1 else line_end
+        match = line_pattern.match(data, position, line_end)
+        if match is None:
+            position = line_end + 1
+            continue
+        prefix = match.group(1) + b":"
+        end = _run_end(data, line_end + 1, prefix)
+        lines = data.count(b"\n", position, end) + (1 if end == size and not data.endswith(b"\n") else 0)
+        prefixed = 1 + data.count(b"\n" + prefix, position, end)
+        if prefixed == lines:
+            counts[match.group(1)] += prefixed
+        else:
+            for line in data[position:end].split(b"\n"):
+                found = line_pattern.match(line)
+                if found:
+                    counts[found.group(1)] += 1
+        position = end
+    return counts
+
+
+def _run_end(data: bytes, start: int, prefix: bytes) -> int:
+    """The start of the first line at or after `start` that does not begin with `prefix` (or the end)."""
+    size = len(data)
+    if start >= size or not data.startswith(prefix, start):
+        return min(start, size)
+    good, step = start, 256
+    while True:
+        probe = good + step
+        if probe >= size:
+            bad = size
+            break
+        line_start = data.rfind(b"\n", good, probe) + 1
+        if line_start > good and not data.startswith(prefix, line_start):
+            bad = line_start
+            break
+        good = max(good, line_start)
+        step *= 2
+    while True:
+        first_newline = data.find(b"\n", good, bad)
+        if first_newline == -1 or first_newline + 1 >= bad:
+            return bad
+        newline = data.find(b"\n", (good + bad) // 2, bad - 1)
+        if newline == -1:
+            newline = data.rfind(b"\n", good, (good + bad) // 2)
+        line_start = newline + 1
+        if data.startswith(prefix, line_start):
+            good = line_start
+        else:
+            bad = line_start
+
+
+def _fit_summary(ranked: list[tuple[str, int]], matches: int, budget: int, count: Count) -> list[str]:
+    if not ranked:
+        return []
+    # Paths under one long directory are listed relative to it: the same facts in fewer tokens.
+    common = _common_directory([path for path, _ in ranked])
+    where = f" under {common}" if common else ""
+    head = (f"… {matches:,} matching line{'s' if matches != 1 else ''} in {len(ranked):,}"
+            f" file{'s' if len(ranked) != 1 else ''}{where}")
+    for shown in (10, 6, 3, 1):
+        rest = ranked[shown:]
+        other = sum(n for _, n in rest)
+        width = len(f"{max(ranked[0][1], other):,}")
+        lines = [head + "; per file, most first:"]
+        lines += [f"…   {n:>{width},}  {path[len(common):]}" for path, n in ranked[:shown]]
+        if rest:
+            lines.append(f"…   {other:>{width},}  in {len(rest):,} other file{'s' if len(rest) != 1 else ''}")
+        if count("\n".join(lines)) <= budget:
+            return lines
+    return [head]
+
+
+def _common_directory(paths: list[str]) -> str:
+    """The longest directory prefix (ending with a slash) shared by every path, if worth stripping."""
+    first, last = min(paths), max(paths)  # the common prefix of all is that of the extremes
+    length = 0
+    while length < min(len(first), len(last)) and first[length] == last[length]:
+        length += 1
+    prefix = first[:length]
+    cut = max(prefix.rfind("/"), prefix.rfind("\\"))
+    return prefix[: cut + 1] if cut >= 10 else ""

@@ -1,0 +1,373 @@
+"""Line-oriented previews (text, logs, shell output, CSV rows) within a token budget.
+
+They work on the raw bytes: lines are counted with `bytes.count` and the head and tail found by
+slicing, so a 100 MB result costs a few C passes and never a split into a list of lines. Every count
+in a preview is exact; line numbers are 0-based, as `fetch_slice(unit="lines")` reads them.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+__all__ = ["LineView", "Lines", "clip_to_budget", "describe_omitted", "fill", "line_count", "text_preview",
+           "whole_text"]
+
+Count = Callable[[str], int]
+
+MAX_HEAD_LINES = 2000
+ERROR_LINES = 5
+_SCAN_CHUNK = 8 << 20
+_MAX_ERROR_CANDIDATES = 5000
+# The tail is worth a large share when its last lines say how things ended.
+_TAIL_MATTERS = re.compile(
+    r"(?i:\b(?:errors?|exceptions?|traceback|fail(?:ed|ures?|s)?|fatal|panic(?:ked)?|abort(?:ed)?"
+    r"|segmentation fault|core dumped|killed|timed out|exit(?:ed)?(?: with)? (?:code|status)|exit code"
+    r"|returned non-zero)\b)"
+    r"|[a-z](?:Error|Exception)\b"
+    r"|\b\d+ (?:passed|failed|errors?|skipped|warnings?|tests?)\b"
+    r"|^\s*(?:total|summary|result|results|finished|done)\b.*[:=]"
+    r"|\bBUILD (?:FAILED|SUCCESS(?:FUL)?)\b"
+    r"|^\s*[\]}]\s*,?\s*$",
+    re.M,
+)
+_ERROR_WORDS = (b"error", b"exception", b"traceback", b"fatal", b"panic", b"fail")
+_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
+_ERROR_LINE = re.compile(
+    r"(?i:\b(?:errors?|fatal|panic(?:ked)?|fail(?:ed|ure|ures|s)?|exceptions?|traceback)\b)"
+    r"|[a-z](?:Error|Exception)\b"
+)
+_NOT_AN_ERROR = re.compile(
+    r"(?i)\b(?:0|no|zero|without)\s+(?:errors?|failures?|failed|exceptions?)\b"
+    r"|\b(?:errors?|failures?|failed)\s*[:=]\s*0\b"
+)
+
+
+@dataclass
+class LineView:
+    text: str
+    truncated: bool
+    omitted: str
+    extra: dict = field(default_factory=dict)
+
+
+def line_count(data: bytes) -> int:
+    """Lines as fetch_slice counts them: a final line without a newline still counts."""
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+@dataclass
+class _Line:
+    number: int
+    start: int
+    end: int  # excludes the newline and a CR before it
+    text: str = ""
+    head_chars: int = 0  # characters shown from the start of a cut line
+    tail_chars: int = 0  # characters shown from its end (the last line of the content keeps both ends)
+    cut_chars: int = 0  # characters of the line left out of `text`
+    cost: int = 0
+
+
+class Lines:
+    """Lines of a buffer found by slicing, decoded and cut to `line_cap` characters on demand."""
+
+    def __init__(self, data: bytes, count: Count, line_cap: int):
+        self.data, self.count, self.line_cap = data, count, line_cap
+        self.total = line_count(data)
+
+    def head(self, limit_lines: int, limit_chars: int) -> list[_Line]:
+        found, position, chars = [], 0, 0
+        while len(found) < min(limit_lines, self.total) and chars <= limit_chars:
+            newline = self.data.find(b"\n", position)
+            end = len(self.data) if newline == -1 else newline
+            found.append(self.line(len(found), position, end))
+            chars += min(end - position, self.line_cap)
+            position = end + 1
+        return found
+
+    def tail(self, limit_lines: int, limit_chars: int) -> list[_Line]:
+        """Up to `limit_lines` last lines, in order."""
+        found: list[_Line] = []
+        end = len(self.data) - (1 if self.data.endswith(b"\n") else 0)
+        number, chars = self.total - 1, 0
+        while number >= 0 and len(found) < limit_lines and chars <= limit_chars:
+            start = self.data.rfind(b"\n", 0, end) + 1
+            found.append(self.line(number, start, end))
+            chars += min(end - start, self.line_cap)
+            end, number = start - 1, number - 1
+        found.reverse()
+        return found
+
+    def line(self, number: int, start: int, end: int) -> _Line:
+        if end > start and self.data[end - 1] == 13:  # the CR of a CRLF: not shown, still counted in bytes
+            end -= 1
+        line = _Line(number, start, end)
+        raw = self.data[start:end]
+        if len(raw) <= self.line_cap:
+            line.text = raw.decode("utf-8", "replace")
+        else:
+            # The first cap characters take at most 4 bytes each; the whole line is decoded only to
+            # count exactly what the cut leaves out.
+            head = raw[: self.line_cap * 4].decode("utf-8", "replace")[: self.line_cap]
+            full_length = len(raw.decode("utf-8", "replace"))
+            line.text, line.head_chars, line.cut_chars = head, len(head), full_length - len(head)
+            if line.cut_chars:
+                line.text += f"…[+{line.cut_chars:,} chars]"
+        line.cost = self.count(line.text) + 1
+        return line
+
+    def fit(self, line: _Line, tokens: int, both_ends: bool) -> _Line | None:
+        """`line` cut by characters to cost at most `tokens`; None when not even a few characters fit."""
+        full = self.data[line.start:line.end].decode("utf-8", "replace")
+
+        def render(kept: int) -> _Line:
+            if kept >= len(full):
+                text, head, tail = full, 0, 0
+            else:
+                tail = kept // 3 if both_ends else 0
+                head = kept - tail
+                text = full[:head] + f"…[+{len(full) - kept:,} chars]" + ("…" + full[-tail:] if tail else "")
+            cut = _Line(line.number, line.start, line.end, text, head, tail, len(full) - kept if head else 0)
+            cut.cost = self.count(text) + 1
+            return cut
+
+        low, high = 0, min(len(full), max(0, tokens) * 16)
+        while low < high:
+            middle = (low + high + 1) // 2
+            if render(middle).cost <= tokens:
+                low = middle
+            else:
+                high = middle - 1
+        return render(low) if low >= 8 else None
+
+
+Cutter = Callable[[_Line, int], "_Line | None"]
+
+
+def fill(lines: list[_Line], budget: int, cut: Cutter | None = None) -> tuple[list[_Line], int]:
+    """The lines that fit in order; a first line too long for the whole budget is cut to fit."""
+    taken, used = [], 0
+    for line in lines:
+        if used + line.cost > budget:
+            if not taken and cut is not None:
+                fitted = cut(line, budget)
+                if fitted is not None:
+                    taken.append(fitted)
+                    used += fitted.cost
+            break
+        taken.append(line)
+        used += line.cost
+    return taken, used
+
+
+def fill_reversed(lines: list[_Line], budget: int, cut: Cutter | None = None) -> tuple[list[_Line], int]:
+    taken, used = fill(lines[::-1], budget, cut)
+    return taken[::-1], used
+
+
+def _line_cap(budget: int) -> int:
+    return max(160, budget * 2 // 3)
+
+
+def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | None = None,
+                 scan_errors: bool = True, line_cap: int | None = None) -> LineView:
+    """Head, then the tail when it matters, with exact counts of what lies between.
+
+    `tail_lines` fixes how many last lines to show (CSV shows one); None decides from the content.
+    """
+    total = line_count(data)
+    whole = whole_text(data, budget, count)
+    if whole is not None:
+        return LineView(whole, False, "", {"lines": total})
+    lines = Lines(data, count, line_cap or _line_cap(budget))
+    if total == 1:  # one long line: its start and its end, as much as the budget allows
+        only = lines.fit(lines.line(0, 0, len(data)), budget, both_ends=True)
+        return _assemble(data, budget, count, [only] if only else [], [], total, [], [], True)
+    marker_cost = count(f"… [{total:,} lines omitted: {total:,}–{total:,}] …") + 1
+    head = lines.head(MAX_HEAD_LINES, budget * 8)
+    last = lines.tail(60, budget * 8)
+    matters = bool(_TAIL_MATTERS.search("\n".join(line.text for line in last[-20:])))
+    if tail_lines is None:
+        tail_share, tail_cap = (0.55, 60) if matters else (0.15, 5)
+    else:
+        tail_share, tail_cap = 0.5, tail_lines
+    error_reserve = min(budget // 5, 400) if scan_errors else 0
+
+    def head_cut(line: _Line, tokens: int) -> _Line | None:
+        return lines.fit(line, tokens, both_ends=False)
+
+    def tail_cut(line: _Line, tokens: int) -> _Line | None:
+        return lines.fit(line, tokens, both_ends=line.number == total - 1)
+
+    def allocate(reserve: int) -> tuple[list[_Line], list[_Line]]:
+        body = budget - marker_cost - reserve
+        tail, tail_used = fill_reversed(last[-tail_cap:] if tail_cap else [], int(body * tail_share), tail_cut)
+        head_pool = [line for line in head if not tail or line.number < tail[0].number]
+        shown_head, head_used = fill(head_pool, body - tail_used, head_cut)
+        if len(shown_head) == len(head_pool) and tail_cap:
+            # The head ran out of lines: the rest of the budget goes to the tail.
+            after = shown_head[-1].number if shown_head else -1
+            tail, _ = fill_reversed([line for line in last if line.number > after], body - head_used, tail_cut)
+        return shown_head, tail
+
+    shown_head, tail = allocate(error_reserve)
+    errors: list[str] = []
+    error_numbers: list[int] = []
+    complete = True
+    gap = _gap(shown_head, tail, total)
+    if scan_errors and gap:
+        found, complete = _error_lines(data, _gap_bytes(data, shown_head, tail), gap, ERROR_LINES)
+        error_numbers = [number for number, _ in found]
+        errors = [f"… {number:,}: {_clip_chars(text, 160)}" for number, text in found]
+    if error_reserve:
+        # Give what the error lines did not use back to the head and the tail; a listed line that
+        # they now show is no longer omitted, so it leaves the list.
+        block = "\n".join(errors + [f"; lines among them that report errors (first {len(errors)}):"])
+        shown_head, tail = allocate(count(block) + 2 if errors else 0)
+        gap = _gap(shown_head, tail, total)
+        kept = [i for i, number in enumerate(error_numbers) if gap and gap[0] <= number <= gap[1]]
+        errors, error_numbers = [errors[i] for i in kept], [error_numbers[i] for i in kept]
+    return _assemble(data, budget, count, shown_head, tail, total, errors, error_numbers, complete)
+
+
+def whole_text(data: bytes, budget: int, count: Count) -> str | None:
+    if len(data) > budget * 12:
+        return None
+    text = data.decode("utf-8", "replace").replace("\r\n", "\n")
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text if count(text) <= budget else None
+
+
+def _gap(head: list[_Line], tail: list[_Line], total: int) -> tuple[int, int] | None:
+    first = head[-1].number + 1 if head else 0
+    last = tail[0].number - 1 if tail else total - 1
+    return (first, last) if last >= first else None
+
+
+def _gap_bytes(data: bytes, head: list[_Line], tail: list[_Line]) -> tuple[int, int]:
+    """Byte offsets of the omitted lines: from after the last head line's newline to the first tail line."""
+    start = data.find(b"\n", head[-1].end) + 1 if head else 0
+    end = tail[0].start if tail else len(data)
+    return start, end
+
+
+def _clip_chars(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[:limit] + f"…[+{len(text) - limit:,} chars]"
+
+
+def _error_lines(data: bytes, span: tuple[int, int], gap: tuple[int, int],
+                 limit: int) -> tuple[list[tuple[int, str]], bool]:
+    """The first lines of data[start:end] that report an error, and whether the whole span was searched.
+
+    Keywords are found with C-speed `find` on a lowercased chunk; only candidate lines are decoded
+    and checked with a regular expression (which rejects "0 errors", "error_count" and the like).
+    """
+    start, end = span
+    found: list[tuple[int, str]] = []
+    # Line numbers are counted only up to each line found, so a clean 100 MB log costs no counting.
+    number, counted_to = gap[0], start
+    candidates = 0
+    position = start
+    while position < end:
+        chunk_end = min(end, position + _SCAN_CHUNK)
+        if chunk_end < end:
+            newline = data.find(b"\n", chunk_end, end)
+            chunk_end = end if newline == -1 else newline + 1
+        lowered = data[position:chunk_end].translate(_LOWER)
+        next_hit = {word: lowered.find(word) for word in _ERROR_WORDS}
+        while True:
+            live = [hit for hit in next_hit.values() if hit != -1]
+            if not live:
+                break
+            hit = min(live)
+            line_start = lowered.rfind(b"\n", 0, hit) + 1
+            line_end = lowered.find(b"\n", hit)
+            line_end = len(lowered) if line_end == -1 else line_end
+            candidates += 1
+            text = data[position + line_start:position + line_end].decode("utf-8", "replace").rstrip("\r")
+            if _ERROR_LINE.search(_NOT_AN_ERROR.sub("", text)):
+                number += data.count(b"\n", counted_to, position + line_start)
+                counted_to = position + line_start
+                found.append((number, text))
+                if len(found) >= limit:
+                    return found, False
+            if candidates >= _MAX_ERROR_CANDIDATES:
+                return found, False
+            for word, at in next_hit.items():
+                if at != -1 and at <= line_end:
+                    next_hit[word] = lowered.find(word, line_end + 1)
+        position = chunk_end
+    return found, True
+
+
+def _assemble(data: bytes, budget: int, count: Count, head: list[_Line], tail: list[_Line], total: int,
+              errors: list[str], error_numbers: list[int], complete: bool) -> LineView:
+    while True:
+        gap = _gap(head, tail, total)
+        parts = [line.text for line in head]
+        if gap:
+            first, last = gap
+            n = last - first + 1
+            if errors:
+                which = f"all {len(errors)}" if complete else f"first {len(errors)}"
+                parts.append(f"… [{n:,} line{'s' if n != 1 else ''} omitted: {first:,}–{last:,};"
+                             f" lines among them that report errors ({which}):] …")
+                parts.extend(errors)
+            else:
+                parts.append(f"… [{n:,} line{'s' if n != 1 else ''} omitted: {first:,}–{last:,}] …")
+        parts.extend(line.text for line in tail)
+        text = "\n".join(parts)
+        if count(text) <= budget:
+            break
+        if errors:
+            errors = errors[:-1]
+            complete = False
+        elif head and (len(head) >= len(tail) or not tail):
+            head = head[:-1]
+        elif tail:
+            tail = tail[1:]
+        else:
+            text = clip_to_budget(text, budget, count)
+            break
+    omitted = describe_omitted(data, head, tail, total)
+    extra: dict = {"lines": total}
+    if error_numbers:
+        extra["error_lines"] = error_numbers[: len(errors)]
+    return LineView(text, bool(omitted), omitted, extra)
+
+
+def describe_omitted(data: bytes, head: list[_Line], tail: list[_Line], total: int) -> str:
+    parts = []
+    gap = _gap(head, tail, total)
+    if gap:
+        first, last = gap
+        start, end = _gap_bytes(data, head, tail)
+        n = last - first + 1
+        parts.append(f"lines {first:,}–{last:,} ({n:,} line{'s' if n != 1 else ''}, {end - start:,} bytes) not shown")
+    cut = [line for line in head + tail if line.cut_chars]
+    if len(cut) == 1 and cut[0].tail_chars:
+        line = cut[0]
+        first = line.head_chars
+        parts.append(f"line {line.number:,}: chars {first:,}–{first + line.cut_chars - 1:,}"
+                     f" ({line.cut_chars:,} chars) not shown")
+    elif len(cut) == 1:
+        line = cut[0]
+        parts.append(f"line {line.number:,} cut after {line.head_chars:,} chars ({line.cut_chars:,} chars not shown)")
+    elif cut:
+        chars = sum(line.cut_chars for line in cut)
+        parts.append(f"{len(cut):,} long lines cut ({chars:,} chars not shown)")
+    return "; ".join(parts)
+
+
+def clip_to_budget(text: str, budget: int, count: Count) -> str:
+    """The longest prefix within budget: the last resort for budgets too small for any line."""
+    low, high = 0, len(text)
+    while low < high:
+        middle = (low + high + 1) // 2
+        if count(text[:middle]) <= budget:
+            low = middle
+        else:
+            high = middle - 1
+    return text[:low]

@@ -1,0 +1,167 @@
+"""The preview of a stored result: what the model reads instead of the whole, within a token budget.
+
+One entry point, `build_preview`, picks the layout for the detected kind and returns the text with
+an exact account of what it leaves out, plus the shape and the verified JMESPath hints for JSON.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+from offload.content.binary import describe_binary
+from offload.content.detect import Detected
+from offload.content.hints import build_hints
+from offload.content.jsonview import render_json
+from offload.content.grep import grep_preview
+from offload.content.lines import LineView, clip_to_budget, line_count, text_preview
+from offload.content.shape import MainCollection, describe_json, find_main
+from offload.content.table import describe_table
+
+__all__ = ["Preview", "build_preview"]
+
+
+@dataclass
+class Preview:
+    text: str  # what the model sees, within the budget
+    truncated: bool  # anything of the content is left out of `text`
+    omitted: str  # exactly what was left out; "" when nothing
+    shape: dict | None = None
+    hints: list[str] = field(default_factory=list)  # JMESPath expressions, each executed before listed
+    # kind-specific facts: grep counts per file, CSV columns, JSON items and "hint_results" (an exact
+    # summary per hint, such as "12,258 items", when one is known)
+    extra: dict = field(default_factory=dict)
+
+
+def build_preview(detected: Detected, data: bytes, budget: int, count: Callable[[str], int], *,
+                  max_lines: int = 200) -> Preview:
+    """The preview of `data` in at most `budget` tokens as `count` measures them.
+
+    `max_lines` bounds the match lines a grep preview shows.
+    """
+    budget = max(0, budget)
+    if not data:
+        preview = Preview("[empty: 0 bytes]", False, "")
+    elif detected.kind == "binary":
+        preview = _binary(detected, data)
+    elif data.isspace():
+        lines = line_count(data)
+        preview = Preview(f"[only whitespace: {lines:,} lines, {len(data):,} bytes]", True,
+                          f"all {len(data):,} bytes ({lines:,} lines) of whitespace not shown", extra={"lines": lines})
+    elif detected.kind == "json" and isinstance(detected.doc, (dict, list)):
+        preview = _json(detected.doc, data, budget, count)
+    elif detected.kind == "ndjson" and isinstance(detected.doc, list):
+        preview = _ndjson(detected.doc, data, budget, count)
+    elif detected.kind == "csv" and detected.delimiter and detected.text is not None:
+        preview = _csv(detected, data, budget, count)
+    elif detected.kind == "grep":
+        preview = _from_lines(grep_preview(data, budget, count, max_lines=max_lines))
+    else:  # text, shell output, and JSON that does not parse
+        preview = _from_lines(text_preview(data, budget, count))
+    return _within(preview, budget, count)
+
+
+def _from_lines(view: LineView, **fields) -> Preview:
+    return Preview(view.text, view.truncated, view.omitted, extra=view.extra, **fields)
+
+
+def _binary(detected: Detected, data: bytes) -> Preview:
+    found = describe_binary(data, detected.content_type)
+    facts = dict(found.facts)
+    details = []
+    if "width" in facts:
+        details.append(f"{facts['width']:,}×{facts['height']:,} px")
+    if "version" in facts:
+        details.append(f"version {facts['version']}")
+    described = found.description + (f" ({', '.join(details)})" if details else "")
+    text = f"[binary data: {described}; {len(data):,} bytes; content not shown]"
+    extra = {"detected": found.description, "bytes": len(data), **facts}
+    return Preview(text, True, f"all {len(data):,} bytes of binary content not shown", extra=extra)
+
+
+def _json(doc, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
+    main = find_main(doc)
+    shape = describe_json(doc, main)
+    hint_results = build_hints(doc, main, shape)
+    hints = list(hint_results)
+    extra: dict = {"hint_results": {hint: result for hint, result in hint_results.items() if result}}
+    if isinstance(main.value, list):
+        extra.update(items=len(main.value), items_path=main.path)
+    else:
+        extra.update(keys=len(main.value), keys_path=main.path)
+    if isinstance(doc, dict):
+        extra["top_level_keys"] = len(doc)
+    raw = _raw_if_fits(data, budget, count)
+    if raw is not None:
+        return Preview(raw, False, "", shape, hints, extra)
+    view = render_json(doc, main, budget, count)
+    parts = []
+    if view.omitted_entries:
+        first = view.shown_first
+        last = view.total - (2 if view.shown_last else 1)
+        where = "the top-level array" if main.path == "@" else main.path
+        unit = "items" if isinstance(main.value, list) else "keys"
+        label = "items" if unit == "items" else "entries"
+        parts.append(f"{label} {first:,}–{last:,} of {where} ({view.omitted_entries:,} of {view.total:,}"
+                     f" {unit}) not shown")
+    parts += view.cuts.describe()
+    omitted = "; ".join(parts)
+    return Preview(view.text, bool(omitted), omitted, shape, hints, extra)
+
+
+def _ndjson(rows: list, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
+    main = MainCollection([], rows)
+    shape = describe_json(rows, main)
+    hint_results = build_hints(rows, main, shape)
+    hints = list(hint_results)
+    lines = line_count(data)
+    extra = {"rows": len(rows), "items": len(rows), "lines": lines,
+             "hint_results": {hint: result for hint, result in hint_results.items() if result}}
+    raw = _raw_if_fits(data, budget, count)
+    if raw is not None:
+        return Preview(raw, False, "", shape, hints, extra)
+    # Without blank lines row n is line n, and the marker can give lines fetch_slice understands.
+    unit = "lines" if lines == len(rows) else "rows"
+    view = render_json(rows, main, budget, count, rows=unit)
+    parts = []
+    if view.omitted_entries:
+        first = view.shown_first
+        last = view.total - (2 if view.shown_last else 1)
+        parts.append(f"rows {first:,}–{last:,} ({view.omitted_entries:,} of {view.total:,} rows"
+                     f"{'; the same line numbers' if unit == 'lines' else ''}) not shown")
+    parts += view.cuts.describe()
+    omitted = "; ".join(parts)
+    return Preview(view.text, bool(omitted), omitted, shape, hints, extra)
+
+
+def _csv(detected: Detected, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
+    shape = describe_table(data, detected.text, detected.delimiter)
+    extra = {
+        "columns": list(shape["columns"]),
+        "types": {name: column["type"] for name, column in shape["columns"].items()},
+        "rows": shape["rows"],
+        "delimiter": detected.delimiter,
+    }
+    view = text_preview(data, budget, count, tail_lines=1, scan_errors=False)
+    extra["lines"] = view.extra["lines"]
+    return Preview(view.text, view.truncated, view.omitted, shape, [], extra)
+
+
+def _raw_if_fits(data: bytes, budget: int, count: Callable[[str], int]) -> str | None:
+    if len(data) > budget * 12:
+        return None
+    text = data.decode("utf-8", "replace").strip()
+    return text if count(text) <= budget else None
+
+
+def _within(preview: Preview, budget: int, count: Callable[[str], int]) -> Preview:
+    """The last guard of the budget promise, for budgets too small for any layout."""
+    if count(preview.text) <= budget:
+        return preview
+    text = preview.text
+    preview.text = clip_to_budget(text, budget, count)
+    low = len(preview.text)
+    preview.truncated = True
+    note = f"preview cut to {low:,} of {len(text):,} chars to fit {budget:,} tokens"
+    preview.omitted = f"{preview.omitted}; {note}" if preview.omitted else note
+    return preview

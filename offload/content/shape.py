@@ -1,0 +1,408 @@
+"""The shape of a parsed JSON document: keys, types, array lengths, and the values of low-cardinality
+string fields, bounded in size so a 50 MB document describes itself in a few hundred bytes.
+
+Big arrays are sampled (and say so); the value counts of the main array's fields are then recounted
+exactly over every item at C speed, because "error (31)" is only worth showing if it is true.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections import Counter
+from dataclasses import dataclass
+from itertools import islice
+from typing import Any
+
+__all__ = ["describe_json", "find_main", "jmespath_path", "render_shape", "MainCollection"]
+
+MAX_DEPTH = 6  # levels described; deeper values only get their type
+MAX_KEYS = 25  # keys listed per object, then "more_keys"
+TRACKED_KEYS = 200  # distinct keys followed per object slot (maps keyed by ids stop growing here)
+SAMPLE = 2000  # items looked at in one big array: the first half, then evenly spaced
+NESTED_SAMPLE = 20  # items looked at in each array nested inside sampled items
+MAX_VALUES = 12  # a string field with at most this many distinct values lists them
+VALUE_CHARS = 40
+KEY_CHARS = 100  # a key name longer than this is shortened in the shape (and so never used in a hint)
+KEYS_READ = 1000  # keys read per object; a map with a million keys is not walked whole
+MAX_NODES = 300  # nodes emitted in one shape dict
+MAX_VISITS = 200_000  # values looked at in one document, whatever its nesting
+EXACT_FIELDS = 6  # main-array fields whose value counts are recounted over every item
+EXACT_RANGES = 2  # main-array numeric fields whose min and max are recomputed over every item
+_IDENTIFIER_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
+_IDENTIFIER_CHARS = _IDENTIFIER_START | frozenset("0123456789")
+
+
+@dataclass
+class MainCollection:
+    """The biggest array (or map-like object) reachable from the root through object keys."""
+
+    keys: list[str]  # path from the root; [] for the root itself
+    value: list | dict
+
+    @property
+    def path(self) -> str:
+        return jmespath_path(self.keys)
+
+
+def jmespath_path(keys: list[str]) -> str:
+    """A JMESPath expression for a chain of object keys, quoting keys that are not identifiers."""
+    if not keys:
+        return "@"
+    return ".".join(jmespath_identifier(key) for key in keys)
+
+
+def jmespath_identifier(key: str) -> str:
+    if key and key[0] in _IDENTIFIER_START and all(c in _IDENTIFIER_CHARS for c in key):
+        return key
+    return json.dumps(key, ensure_ascii=False)
+
+
+def find_main(doc: Any) -> MainCollection:
+    """The container whose entries the preview lists: the largest array, else the largest object.
+
+    Only object keys are followed, so the path is a plain key chain (`data.items`) the model can query.
+    """
+    if not isinstance(doc, dict):
+        return MainCollection([], doc)
+    best_array: tuple[int, list[str], list] | None = None
+    best_object: tuple[int, list[str], dict] = (len(doc), [], doc)
+    stack: list[tuple[dict, list[str]]] = [(doc, [])]
+    visited = 0
+    while stack and visited < 5000:
+        node, keys = stack.pop()
+        visited += 1
+        for key, value in node.items():
+            if isinstance(value, list):
+                # The longest array wins; of equal ones, the shallowest.
+                depth = len(keys) + 1
+                if best_array is None or (len(value), -depth) > (best_array[0], -len(best_array[1])):
+                    best_array = (len(value), keys + [key], value)
+            elif isinstance(value, dict) and len(keys) < MAX_DEPTH:
+                if len(value) > best_object[0]:
+                    best_object = (len(value), keys + [key], value)
+                stack.append((value, keys + [key]))
+    if best_array is None:
+        return MainCollection(best_object[1], best_object[2])
+    # An object holding many more keys than the longest array has items is a map (a lockfile's
+    # "packages"): its entries are what the reader wants listed.
+    array_wins = best_array[0] >= 2 and best_array[0] * 2 >= best_object[0]
+    if array_wins or best_object[0] < 2:
+        return MainCollection(best_array[1], best_array[2])
+    return MainCollection(best_object[1], best_object[2])
+
+
+def sample_indices(length: int, cap: int) -> range | list[int]:
+    """All indices, or the first cap/2 and cap/2 more evenly spaced over the rest."""
+    if length <= cap:
+        return range(length)
+    half = cap // 2
+    step = (length - half) / (cap - half)
+    return list(range(half)) + [half + int(i * step) for i in range(cap - half)]
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, int):
+        return "integer"
+    if isinstance(value, float):
+        return "number"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "array"
+    return "null"
+
+
+class _Slot:
+    """Everything seen at one place of the document (one key, or the items of one array)."""
+
+    __slots__ = ("types", "objects", "keys", "overflow_keys", "arrays", "length_min", "length_max",
+                 "element", "elements_total", "elements_seen", "strings", "string_count", "minimum",
+                 "maximum", "depth_limited", "exact_values", "exact_range", "unread_keys")
+
+    def __init__(self) -> None:
+        self.types: Counter = Counter()
+        self.objects = 0
+        self.keys: dict[str, _Slot] = {}
+        self.overflow_keys: set[str] = set()
+        self.arrays = 0
+        self.length_min = self.length_max = 0
+        self.element: _Slot | None = None
+        self.elements_total = self.elements_seen = 0
+        self.strings: dict[str, int] | None = {}
+        self.string_count = 0
+        self.minimum = self.maximum = None
+        self.depth_limited = False
+        self.exact_values: dict[str, int] | None = None
+        self.exact_range = False
+        self.unread_keys = 0  # keys past the first KEYS_READ of the largest object, never looked at
+
+    def add(self, value: Any, depth: int, repeated: bool, work: list[int]) -> None:
+        """Record `value`; `repeated` when this place is seen once per item of an array; `work` is
+        the number of values still to visit in the whole document (arrays stop being read at 0)."""
+        work[0] -= 1
+        kind = _kind(value)
+        self.types[kind] += 1
+        if kind == "object":
+            self.objects += 1
+            if depth >= MAX_DEPTH:
+                self.depth_limited = True
+                return
+            if len(value) > KEYS_READ:
+                self.unread_keys = max(self.unread_keys, len(value) - KEYS_READ)
+            for key, item in islice(value.items(), KEYS_READ):
+                child = self.keys.get(key)
+                if child is None:
+                    if len(self.keys) >= TRACKED_KEYS:
+                        self.overflow_keys.add(key)
+                        continue
+                    child = self.keys[key] = _Slot()
+                child.add(item, depth + 1, repeated, work)
+        elif kind == "array":
+            self._add_array(value, depth, repeated, work)
+        elif kind == "string":
+            self.string_count += 1
+            if self.strings is not None:
+                if len(value) > VALUE_CHARS:
+                    self.strings = None
+                else:
+                    self.strings[value] = self.strings.get(value, 0) + 1
+                    if len(self.strings) > MAX_VALUES:
+                        self.strings = None
+        elif kind == "integer" or (kind == "number" and math.isfinite(value)):  # NaN and ±inf make no range
+            self.minimum = value if self.minimum is None else min(self.minimum, value)
+            self.maximum = value if self.maximum is None else max(self.maximum, value)
+
+    def _add_array(self, value: list, depth: int, repeated: bool, work: list[int]) -> None:
+        length = len(value)
+        self.length_min = length if self.arrays == 0 else min(self.length_min, length)
+        self.length_max = max(self.length_max, length)
+        self.arrays += 1
+        if depth >= MAX_DEPTH:
+            self.depth_limited = self.depth_limited or length > 0
+            return
+        indices = sample_indices(length, NESTED_SAMPLE if repeated else SAMPLE) if work[0] > 0 else range(0)
+        self.elements_total += length
+        self.elements_seen += len(indices)
+        if length and self.element is None:
+            self.element = _Slot()
+        element = self.element
+        for index in indices:
+            element.add(value[index], depth + 1, repeated or length > 1, work)
+
+    def to_dict(self, budget: list[int], sampled: bool) -> dict:
+        budget[0] -= 1
+        kinds = [kind for kind, _ in self.types.most_common()]
+        shape: dict[str, Any] = {"type": "|".join(kinds)}
+        if self.objects:
+            self._describe_keys(shape, budget, sampled)
+        if self.arrays:
+            if self.arrays == 1:
+                shape["length"] = self.length_max
+            else:
+                shape["min_length"], shape["max_length"] = self.length_min, self.length_max
+            is_sampled = self.elements_seen < self.elements_total
+            if is_sampled:
+                shape["sampled"] = self.elements_seen
+            if self.element is not None and budget[0] > 0:
+                shape["items"] = self.element.to_dict(budget, sampled or is_sampled)
+        values = self._values()
+        if values is not None:
+            shape["values"] = values
+            if sampled and self.exact_values is None:
+                shape["values_from"] = "sample"
+        if self.minimum is not None and self.minimum != self.maximum:
+            shape["min"], shape["max"] = self.minimum, self.maximum
+            if sampled and not self.exact_range:
+                shape["range_from"] = "sample"
+        if self.depth_limited:
+            shape["depth_limit"] = True
+        return shape
+
+    def _describe_keys(self, shape: dict, budget: list[int], sampled: bool) -> None:
+        described: dict[str, Any] = {}
+        for key, child in self.keys.items():
+            if len(described) >= MAX_KEYS or budget[0] <= 0:
+                break
+            entry = child.to_dict(budget, sampled)
+            present = sum(child.types.values())
+            if present < self.objects:
+                entry["optional"] = True
+            name = key if len(key) <= KEY_CHARS else f"{key[:KEY_CHARS]}…[+{len(key) - KEY_CHARS:,} chars]"
+            described[name] = entry
+        if described or not self.depth_limited:
+            shape["keys"] = described
+        more = len(self.keys) + len(self.overflow_keys) + self.unread_keys - len(described)
+        if more:
+            shape["more_keys"] = more
+
+    def _values(self) -> dict[str, int] | None:
+        if self.exact_values is not None:
+            return self.exact_values or None
+        if not self.strings or self.string_count < 4:
+            return None
+        if len(self.strings) > max(1, min(MAX_VALUES, self.string_count // 2)):
+            return None
+        return dict(sorted(self.strings.items(), key=lambda pair: -pair[1]))
+
+
+def describe_json(doc: Any, main: MainCollection | None = None) -> dict:
+    """A bounded, JSON-serializable shape of `doc`; the main array's value counts are exact."""
+    main = main or find_main(doc)
+    root = _Slot()
+    root.add(doc, 0, False, [MAX_VISITS])
+    if isinstance(main.value, list) and len(main.value) > SAMPLE:
+        slot = root
+        for key in main.keys:
+            slot = slot.keys.get(key) if slot is not None else None
+        if slot is not None and slot.element is not None:
+            _recount_values(slot.element, main.value)
+    return root.to_dict([MAX_NODES], False)
+
+
+def _recount_values(element: _Slot, items: list) -> None:
+    """Replace sampled value counts (and a couple of numeric ranges) with figures over every item."""
+    valued = [key for key, child in element.keys.items() if child._values() is not None][:EXACT_FIELDS]
+    ranged = [key for key, child in element.keys.items() if child.minimum is not None][:EXACT_RANGES]
+    for key in valued + ranged:
+        try:
+            column = [item.get(key) for item in items]
+        except AttributeError:  # an item that is not an object: keep the sample's figures
+            return
+        child = element.keys[key]
+        if key in ranged:
+            numbers = [value for value in column
+                       if type(value) is int or (type(value) is float and math.isfinite(value))]
+            if numbers:
+                child.minimum, child.maximum, child.exact_range = min(numbers), max(numbers), True
+            continue
+        try:
+            counts = Counter(column)
+        except TypeError:  # an unhashable value (a list or an object) in that field
+            continue
+        strings = {value: n for value, n in counts.most_common() if isinstance(value, str)}
+        long_value = any(len(value) > VALUE_CHARS for value in strings)
+        low_cardinality = len(strings) <= MAX_VALUES and not long_value
+        child.exact_values = strings if low_cardinality else {}
+
+
+def render_shape(shape: dict | None, width: int = 200, max_lines: int = 40) -> str:
+    """A few lines for the model, one per field of the main objects, e.g.
+
+        data.items: array[357,728] of objects (sampled 2,000):
+          id: integer 0–357,727
+          status: "ok"(343,426)|"error"(14,302)
+    """
+    if not shape:
+        return ""
+    if shape.get("type") == "table":
+        return _render_table(shape, width)
+    lines: list[str] = []
+    _render_node(shape, "", "", lines, width)
+    if len(lines) > max_lines:
+        lines = lines[: max_lines - 1] + [f"… {len(lines) - max_lines + 1:,} more lines"]
+    return "\n".join(lines)
+
+
+def _render_node(shape: dict, path: str, indent: str, lines: list[str], width: int, depth: int = 0) -> None:
+    """Objects reached through objects are flattened into dotted paths; arrays of objects list their keys."""
+    kind = shape.get("type", "")
+    label = f"{indent}{path}: " if path else indent
+    if kind == "object" and shape.get("keys") and depth < 3:
+        for key, child in shape["keys"].items():
+            name = jmespath_identifier(key) + ("?" if child.get("optional") else "")
+            _render_node(child, f"{path}.{name}" if path else name, indent, lines, width, depth + 1)
+        if shape.get("more_keys"):
+            lines.append(f"{label}… +{shape['more_keys']:,} more keys")
+        return
+    items = shape.get("items") or {}
+    if kind == "array" and items.get("type") == "object" and items.get("keys"):
+        facts = [f"{len(items['keys']) + items.get('more_keys', 0):,} keys"]
+        if "sampled" in shape:
+            facts.append(f"sampled {shape['sampled']:,}")
+        size = f"{shape['length']:,}" if "length" in shape else f"{shape.get('min_length', 0):,}–{shape.get('max_length', 0):,}"
+        lines.append(f"{label}array[{size}] of objects ({', '.join(facts)}):")
+        for key, child in items["keys"].items():
+            name = jmespath_identifier(key) + ("?" if child.get("optional") else "")
+            lines.append(_fit_line(f"{indent}  {name}: ", child, width))
+        if items.get("more_keys"):
+            lines.append(f"{indent}  … +{items['more_keys']:,} more keys")
+        return
+    lines.append(_fit_line(label, shape, width))
+
+
+def _fit_line(prefix: str, shape: dict, width: int) -> str:
+    for depth in (3, 2, 1, 0):
+        line = prefix + _inline(shape, depth)
+        if len(line) <= width:
+            return line
+    return line[: width - 1] + "…"
+
+
+def _inline(shape: dict, depth: int) -> str:
+    kind = shape.get("type", "?")
+    if "values" in shape:
+        values = "|".join(f"{_quote(value)}({count:,})" for value, count in shape["values"].items())
+        others = [k for k in kind.split("|") if k != "string"]
+        text = "|".join([values] + others)
+        return text + (" (in sample)" if shape.get("values_from") == "sample" else "")
+    if "keys" in shape or "more_keys" in shape:
+        keys = shape.get("keys", {})
+        if depth <= 0 or not keys:
+            inner = f"{{…{len(keys) + shape.get('more_keys', 0):,} keys}}"
+        else:
+            parts = [
+                f"{jmespath_identifier(key)}{'?' if child.get('optional') else ''}: {_inline(child, depth - 1)}"
+                for key, child in keys.items()
+            ]
+            if shape.get("more_keys"):
+                parts.append(f"…+{shape['more_keys']:,} keys")
+            inner = "{" + ", ".join(parts) + "}"
+        others = [k for k in kind.split("|") if k != "object"]
+        return "|".join([inner] + others)
+    if "length" in shape or "min_length" in shape:
+        size = (f"{shape['length']:,}" if "length" in shape
+                else f"{shape['min_length']:,}–{shape['max_length']:,}")
+        text = f"array[{size}]"
+        if "items" in shape:
+            text += " of " + (_inline(shape["items"], depth - 1) if depth > 0 else shape["items"].get("type", "?"))
+        if "sampled" in shape:
+            text += f" (sampled {shape['sampled']:,})"
+        others = [k for k in kind.split("|") if k != "array"]
+        return "|".join([text] + others)
+    if "min" in shape:
+        sample = " (in sample)" if shape.get("range_from") == "sample" else ""
+        return f"{kind} {_number(shape['min'])}–{_number(shape['max'])}{sample}"
+    return kind
+
+
+def _number(value: float) -> str:
+    return f"{value:,}" if isinstance(value, int) else f"{value:.6g}"
+
+
+def _quote(value: str) -> str:
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _render_table(shape: dict, width: int) -> str:
+    columns = shape.get("columns", {})
+    delimiter = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe"}.get(shape.get("delimiter"), "?")
+    head = f"table: {shape.get('rows', 0):,} rows × {len(columns):,} columns ({delimiter}-separated, header row)"
+    if shape.get("sampled"):
+        head += f"; types from the first {shape['sampled']:,} rows"
+    parts = []
+    for name, column in columns.items():
+        nulls = f" ({column['nulls']:,} null)" if column.get("nulls") else ""
+        parts.append(f"{name}: {column['type']}{nulls}")
+    lines, line = [head], "columns:"
+    for part in parts:
+        if len(line) + len(part) + 2 > width:
+            lines.append(line.rstrip(","))
+            line = " "
+        line += f" {part},"
+    lines.append(line.rstrip(","))
+    return "\n".join(lines)

@@ -1,0 +1,204 @@
+"""Portable archives: a namespace's artifacts (with metadata and tombstones), their content, item indexes
+and the extract log in one tar file, so a store moves between machines or backends.
+
+Layout: `manifest.json`, `artifacts.ndjson`, `extracts.ndjson`, `contents.ndjson` (sizes and item
+paths), `content/<sha256>` (the raw bytes, streamed chunk by chunk both ways) and `items/<sha256>` (the
+packed item index). Import is idempotent: ids already present are skipped, content is deduplicated.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import tarfile
+from pathlib import Path
+from typing import Any, BinaryIO, Callable, Iterator
+
+import numpy as np
+import orjson
+import sqlalchemy as sa
+
+from ..errors import InvalidArgument
+from .chunking import ItemIndex, unpack_block
+from .models import artifacts, contents, extracts, item_blocks
+from .store import Store
+
+FORMAT = "offload-archive"
+VERSION = 1
+_TIME_COLUMNS = ("created_at", "accessed_at", "expires_at", "ended_at")
+
+Progress = Callable[[int], None]  # called with a number of bytes done
+
+
+class _ChunkReader(io.RawIOBase):
+    """A file object over a stored content's chunks, read one chunk at a time (for tarfile.addfile)."""
+
+    def __init__(self, blocks: Iterator[bytes], progress: Progress | None):
+        self._blocks, self._buffer, self._progress = blocks, b"", progress
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, target) -> int:
+        while not self._buffer:
+            block = next(self._blocks, None)
+            if block is None:
+                return 0
+            self._buffer = block
+            if self._progress:
+                self._progress(len(block))
+        n = min(len(target), len(self._buffer))
+        target[:n] = self._buffer[:n]
+        self._buffer = self._buffer[n:]
+        return n
+
+
+def _dumps(rows: list[dict[str, Any]]) -> bytes:
+    out = []
+    for row in rows:
+        row = {str(key): value for key, value in row.items()}  # SQLAlchemy's keys are a str subclass
+        for key in _TIME_COLUMNS:
+            if row.get(key) is not None:
+                row[key] = row[key].isoformat()
+        out.append(orjson.dumps(row))
+    return b"\n".join(out) + (b"\n" if out else b"")
+
+
+def _loads(data: bytes) -> list[dict[str, Any]]:
+    rows = []
+    for line in data.splitlines():
+        if line.strip():
+            row = orjson.loads(line)
+            for key in _TIME_COLUMNS:
+                if row.get(key) is not None:
+                    row[key] = dt.datetime.fromisoformat(row[key])
+            rows.append(row)
+    return rows
+
+
+def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
+    info = tarfile.TarInfo(name)
+    info.size = len(data)
+    tar.addfile(info, io.BytesIO(data))
+
+
+def export_archive(store: Store, namespace: str, path: Path | BinaryIO, *, progress: Progress | None = None) -> dict:
+    """Write the namespace to a tar archive; returns counts. Memory stays at about one chunk."""
+    with store.engine.connect() as conn:
+        rows = [dict(r) for r in conn.execute(sa.select(artifacts).where(artifacts.c.namespace == namespace)
+                                              .order_by(artifacts.c.created_at, artifacts.c.id)).mappings()]
+        logged = [dict(r) for r in conn.execute(sa.select(extracts).where(extracts.c.namespace == namespace)
+                                                .order_by(extracts.c.created_at, extracts.c.id)).mappings()]
+        shas = sorted({r["sha256"] for r in rows if r["sha256"]})
+        infos = [dict(r) for r in conn.execute(sa.select(contents).where(contents.c.sha256.in_(shas))).mappings()]
+    manifest = {"format": FORMAT, "version": VERSION, "namespace": namespace, "artifacts": len(rows),
+                "extracts": len(logged), "contents": len(infos), "bytes": sum(i["bytes"] for i in infos)}
+    opener = tarfile.open(path, "w") if isinstance(path, (str, Path)) else tarfile.open(fileobj=path, mode="w|")
+    with opener as tar:
+        _add_bytes(tar, "manifest.json", orjson.dumps(manifest))
+        _add_bytes(tar, "artifacts.ndjson", _dumps(rows))
+        _add_bytes(tar, "extracts.ndjson", _dumps(logged))
+        _add_bytes(tar, "contents.ndjson", _dumps([{k: i[k] for k in ("sha256", "bytes", "items", "items_path")}
+                                                   for i in infos]))
+        for info in infos:
+            member = tarfile.TarInfo(f"content/{info['sha256']}")
+            member.size = info["bytes"]
+            tar.addfile(member, io.BufferedReader(_ChunkReader(store.iter_bytes(info["sha256"]), progress)))
+            if info["items"] is not None:
+                with store.engine.connect() as conn:
+                    blobs = conn.execute(sa.select(item_blocks.c.data).where(
+                        item_blocks.c.sha256 == info["sha256"]).order_by(item_blocks.c.block)).scalars().all()
+                _add_bytes(tar, f"items/{info['sha256']}", b"".join(bytes(b) for b in blobs))
+    return manifest
+
+
+def import_archive(store: Store, path: Path | BinaryIO, *, namespace: str | None = None,
+                   progress: Progress | None = None) -> dict:
+    """Load an archive into `store` (into `namespace`, default the archive's own). Idempotent."""
+    opener = tarfile.open(path, "r") if isinstance(path, (str, Path)) else tarfile.open(fileobj=path, mode="r|")
+    imported = {"artifacts": 0, "extracts": 0, "contents": 0, "skipped": 0}
+    with opener as tar:
+        meta: dict[str, Any] = {}
+        rows_by_sha: dict[str, list[dict]] = {}
+        infos: dict[str, dict] = {}
+        pending_items: dict[str, bytes] = {}
+        for member in tar:
+            name = member.name
+            data = tar.extractfile(member) if member.isfile() else None
+            if name == "manifest.json":
+                meta = orjson.loads(data.read())
+                if meta.get("format") != FORMAT or meta.get("version") != VERSION:
+                    raise InvalidArgument(f"not an offload archive (format {meta.get('format')!r}, "
+                                          f"version {meta.get('version')!r})")
+                target = namespace if namespace is not None else meta["namespace"]
+            elif name == "artifacts.ndjson":
+                for row in _loads(data.read()):
+                    row["namespace"] = target
+                    if _exists(store, artifacts, row["id"]):
+                        imported["skipped"] += 1
+                    elif row["sha256"] is None:  # a tombstone: keep saying "expired"
+                        with store._write() as conn:
+                            conn.execute(artifacts.insert().values(**row))
+                        imported["artifacts"] += 1
+                    else:
+                        rows_by_sha.setdefault(row["sha256"], []).append(row)
+            elif name == "extracts.ndjson":
+                for row in _loads(data.read()):
+                    row["namespace"] = target
+                    if not _exists(store, extracts, row["id"]):
+                        with store._write() as conn:
+                            conn.execute(extracts.insert().values(**row))
+                        imported["extracts"] += 1
+            elif name == "contents.ndjson":
+                infos = {i["sha256"]: i for i in _loads(data.read())}
+            elif name.startswith("items/"):
+                pending_items[name[6:]] = data.read()
+            elif name.startswith("content/"):
+                sha = name[8:]
+                rows = rows_by_sha.pop(sha, [])
+                if rows:
+                    _import_content(store, sha, data, rows, progress)
+                    imported["contents"] += 1
+                    imported["artifacts"] += len(rows)
+        # item indexes follow their content in the archive: attach them now
+        for sha, blob in pending_items.items():
+            _attach_items(store, sha, blob, (infos.get(sha) or {}).get("items_path") or "")
+        for rows in rows_by_sha.values():  # rows whose content the archive lacks: keep them as tombstones
+            for row in rows:
+                with store._write() as conn:
+                    conn.execute(artifacts.insert().values(**{**row, "sha256": None, "status": "deleted",
+                                                              "ended_at": row.get("ended_at") or row["created_at"]}))
+                imported["artifacts"] += 1
+    return {**meta, "imported": imported}
+
+
+def _exists(store: Store, table, key: str) -> bool:
+    with store.engine.connect() as conn:
+        return conn.execute(sa.select(table.c.id).where(table.c.id == key)).first() is not None
+
+
+def _import_content(store: Store, sha: str, stream: BinaryIO, rows: list[dict], progress: Progress | None) -> None:
+    def blocks() -> Iterator[bytes]:
+        while block := stream.read(1 << 20):
+            if progress:
+                progress(len(block))
+            yield block
+
+    first, rest = rows[0], rows[1:]
+    store.put(first, blocks(), sha)  # put re-hashes what it stores: a corrupt archive stores nothing
+    for row in rest:
+        store.put(row, b"", sha)  # the content is there now: metadata only
+
+
+def _attach_items(store: Store, sha: str, blob: bytes, path: str) -> None:
+    pairs = unpack_block(blob) if blob else np.zeros((0, 2), dtype="<i8")
+    with store._write() as conn:
+        info = conn.execute(sa.select(contents.c["items"], contents.c.items_path).where(
+            contents.c.sha256 == sha)).first()
+        if info is None or info[0] is not None:
+            return
+        index = ItemIndex(path, pairs[:, 0], pairs[:, 1])
+        for block, data in index.blocks():
+            conn.execute(item_blocks.insert().values(sha256=sha, block=block, data=data))
+        conn.execute(contents.update().where(contents.c.sha256 == sha).values(items=len(index), items_path=path))
+        conn.execute(artifacts.update().where(artifacts.c.sha256 == sha).values(items=len(index)))

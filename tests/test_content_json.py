@@ -1,0 +1,282 @@
+"""JSON and NDJSON previews on a real multi-MB document built from the standard library: budgets,
+balanced structure, exact counts, bounded shapes, and hints that jmespath runs on the document."""
+
+from __future__ import annotations
+
+import json
+import re
+import sysconfig
+import time
+from collections import Counter
+from pathlib import Path
+
+import bpe_openai
+import jmespath
+import orjson
+import pytest
+
+from offload.content import build_preview, detect, render_shape
+from offload.content.shape import describe_json, find_main
+
+_encoding = bpe_openai.get_encoding("o200k_base")
+
+
+def o200k(text: str) -> int:
+    return len(_encoding.encode(text, disallowed_special=()))
+
+
+def crude(text: str) -> int:
+    return len(text) // 3 + 1
+
+
+COUNTERS = [pytest.param(o200k, id="o200k"), pytest.param(crude, id="crude")]
+BUDGETS = [100, 300, 800, 2000]
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+def _file_records() -> list[dict]:
+    """One realistic record per standard-library module: sizes, kind, functions, docstring line."""
+    records = []
+    for path in sorted(STDLIB.glob("**/*.py"))[:1500]:
+        text = path.read_text("utf-8", "replace")
+        doc = re.search(r'^\s*(?:"""|\'\'\')\s*(.+)', text)
+        name = path.name
+        kind = ("test" if "test" in path.parts or name.startswith("test_") else
+                "package" if name == "__init__.py" else "private" if name.startswith("_") else "module")
+        records.append({
+            "path": str(path.relative_to(STDLIB)),
+            "kind": kind,
+            "bytes": path.stat().st_size,
+            "lines": text.count("\n"),
+            "defs": re.findall(r"^def (\w+)", text, re.M)[:12],
+            "doc": doc.group(1).strip() if doc else None,
+            "content-type": "text/x-python" if text.isascii() else "text/x-python; charset=utf-8",
+        })
+    return records
+
+
+@pytest.fixture(scope="module")
+def stdlib_records() -> list[dict]:
+    return _file_records()
+
+
+@pytest.fixture(scope="module")
+def big_document(stdlib_records) -> tuple[bytes, dict]:
+    """About 4 MB: the records repeated with distinct ids under data.files, beside small siblings."""
+    files = []
+    while len(orjson.dumps(files)) < 4_000_000:
+        for record in stdlib_records:
+            files.append({"id": len(files), **record})
+    doc = {"data": {"files": files, "next_cursor": None}, "meta": {"root": str(STDLIB), "count": len(files)}}
+    return orjson.dumps(doc), doc
+
+
+def _balanced(text: str) -> bool:
+    """Brackets outside strings never go negative and close at the end."""
+    depth, in_string, escaped = 0, False, False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+        elif char in "]}":
+            depth -= 1
+            if depth < 0:
+                return False
+    return depth == 0 and not in_string
+
+
+@pytest.mark.parametrize("count", COUNTERS)
+def test_big_json_preview_is_within_budget_balanced_and_exact(big_document, count):
+    data, doc = big_document
+    files = doc["data"]["files"]
+    found = detect(data)
+    assert found.kind == "json"
+    for budget in BUDGETS:
+        preview = build_preview(found, data, budget, count)
+        assert count(preview.text) <= budget
+        assert {key: preview.extra[key] for key in ("items", "items_path", "top_level_keys")} == \
+            {"items": len(files), "items_path": "data.files", "top_level_keys": 2}
+        assert preview.truncated
+        if budget < 300:
+            continue
+        assert _balanced(preview.text), preview.text
+        marker = re.search(r"… \[([\d,]+) items? omitted: data\.files\[(\d+):(\d+)\]\] …", preview.text)
+        n, first, end = (int(group.replace(",", "")) for group in marker.groups())
+        assert n == end - first and end in (len(files) - 1, len(files))  # the last item, when it fits
+        assert preview.omitted.startswith(f"items {first:,}–{end - 1:,} of data.files ({n:,} of {len(files):,} items)")
+        item_lines = [line.strip().rstrip(",") for line in preview.text.split("\n")
+                      if line.startswith("      {")]
+        shown = list(range(first)) + list(range(end, len(files)))
+        assert len(item_lines) == len(shown)
+        for index, line in zip(shown, item_lines):
+            if "…" not in line:
+                assert orjson.loads(line) == files[index]
+            else:
+                assert f'"id": {index},' in line
+
+
+def test_big_json_shape_counts_are_exact_and_render(big_document):
+    data, doc = big_document
+    files = doc["data"]["files"]
+    preview = build_preview(detect(data), data, 800, o200k)
+    node = preview.shape["keys"]["data"]["keys"]["files"]
+    assert node["length"] == len(files) and node["sampled"] == 2000
+    kinds = node["items"]["keys"]["kind"]
+    assert kinds["values"] == dict(Counter(record["kind"] for record in files).most_common())
+    assert "values_from" not in kinds  # recounted over every item, not the sample
+    assert node["items"]["keys"]["id"]["min"] == 0 and node["items"]["keys"]["id"]["max"] == len(files) - 1
+    assert node["items"]["keys"]["doc"]["type"] in ("string|null", "null|string")
+    json.dumps(preview.shape)  # JSON-serializable
+    rendered = render_shape(preview.shape)
+    assert f"data.files: array[{len(files):,}] of objects (8 keys, sampled 2,000):" in rendered
+    assert f'"module"({kinds["values"]["module"]:,})' in rendered
+    assert '"content-type": ' in rendered
+
+
+def test_big_json_hints_run_on_the_document_and_find_something(big_document):
+    data, doc = big_document
+    files = doc["data"]["files"]
+    preview = build_preview(detect(data), data, 800, o200k)
+    assert 2 <= len(preview.hints) <= 4
+    assert preview.hints[0] == "length(data.files)"
+    rarest = min(Counter(record["kind"] for record in files).items(), key=lambda pair: pair[1])
+    filters = [hint for hint in preview.hints if "[?" in hint]
+    assert filters == [f"data.files[?kind=='{rarest[0]}']"]
+    for hint in preview.hints:
+        result = jmespath.search(hint, doc)
+        assert result not in (None, [], {}, ""), hint
+    assert len(jmespath.search(filters[0], doc)) == rarest[1]
+    assert jmespath.search("length(data.files)", doc) == len(files)
+    results = preview.extra["hint_results"]  # exact summaries, shown next to each hint
+    assert results["length(data.files)"] == f"{len(files):,}"
+    assert results[filters[0]] == f"{rarest[1]:,} items"
+
+
+def test_hint_results_on_a_big_array_are_exact_or_absent():
+    rows = [{"id": i, "state": "failed" if i % 97 == 0 else "done", "worker": f"w{i % 13}"} for i in range(60_000)]
+    doc = {"jobs": rows}
+    data = orjson.dumps(doc)
+    preview = build_preview(detect(data), data, 500, o200k)
+    assert preview.hints[:2] == ["length(jobs)", "jobs[?state=='failed']"]
+    assert len(preview.extra["hint_results"]) == len(preview.hints)
+    for hint, summary in preview.extra["hint_results"].items():
+        result = jmespath.search(hint, doc)
+        assert summary == (f"{len(result):,} items" if isinstance(result, list) else f"{result:,}")
+
+
+def test_quoted_field_names_in_hints():
+    rows = [{"content-type": "text/html" if i % 9 else "application/pdf", "http status": 200 + i % 3,
+             "id": i} for i in range(5000)]
+    doc = {"responses": rows}
+    data = orjson.dumps(doc)
+    preview = build_preview(detect(data), data, 300, o200k)
+    assert "responses[?\"content-type\"=='application/pdf']" in preview.hints
+    projection = next(hint for hint in preview.hints if ".{" in hint)
+    assert '"http status": "http status"' in projection or '"content-type": "content-type"' in projection
+    for hint in preview.hints:
+        assert jmespath.search(hint, doc)
+
+
+def test_top_level_array_keeps_valid_json_once_marker_lines_are_removed():
+    rows = [{"id": i, "ok": i % 5 != 0, "tag": f"t{i % 4}"} for i in range(100_000)]
+    data = orjson.dumps(rows)
+    preview = build_preview(detect(data), data, 800, o200k)
+    assert o200k(preview.text) <= 800
+    kept = "\n".join(line for line in preview.text.split("\n") if not line.strip().startswith("… ["))
+    parsed = orjson.loads(kept)
+    assert parsed[:-1] == rows[: len(parsed) - 1] and parsed[-1] == rows[-1]
+    assert re.search(r"… \[[\d,]+ items omitted: \[\d+:99999\]\] …", preview.text)
+    assert preview.hints[:2] == ["length(@)", "[?tag=='t0']"] or "length(@)" in preview.hints
+
+
+def test_long_string_values_are_shortened_inside_their_quotes():
+    bodies = [("lorem ipsum dolor " * 600)[: 5000 + i] for i in range(300)]
+    rows = [{"id": i, "body": body} for i, body in enumerate(bodies)]
+    data = orjson.dumps({"pages": rows})
+    preview = build_preview(detect(data), data, 800, o200k)
+    lines = [line.strip().rstrip(",") for line in preview.text.split("\n") if line.strip().startswith('{"id"')]
+    assert lines
+    for line in lines:
+        row = orjson.loads(line)  # still valid JSON: the marker sits inside the string
+        kept, hidden = re.fullmatch(r"(.*)…\[\+([\d,]+) chars\]", row["body"], re.S).groups()
+        original = bodies[row["id"]]
+        assert original.startswith(kept) and len(kept) + int(hidden.replace(",", "")) == len(original)
+    assert "long strings shortened" in preview.omitted
+
+
+def test_a_big_map_is_the_main_collection():
+    packages = {f"node_modules/pkg-{i}": {"version": f"1.{i % 10}.0", "dev": i % 3 == 0} for i in range(6000)}
+    doc = {"name": "app", "lockfileVersion": 3, "packages": packages}
+    data = orjson.dumps(doc)
+    preview = build_preview(detect(data), data, 500, o200k)
+    assert preview.extra["keys"] == 6000 and preview.extra["keys_path"] == "packages"
+    assert "length(keys(packages))" in preview.hints
+    assert jmespath.search("length(keys(packages))", doc) == 6000
+    assert re.search(r"… \[[\d,]+ keys omitted: entries \d+–5,998 of packages\] …", preview.text)
+    assert _balanced(preview.text) and o200k(preview.text) <= 500
+
+
+def test_a_small_document_is_shown_whole():
+    data = b'{"ok": true, "items": [1, 2, 3]}'
+    preview = build_preview(detect(data), data, 300, o200k)
+    assert preview.text == data.decode() and not preview.truncated and preview.omitted == ""
+    assert preview.extra["items"] == 3
+
+
+@pytest.mark.parametrize("count", COUNTERS)
+def test_ndjson_rows(stdlib_records, count):
+    rows = [{"row": i, **record} for i, record in enumerate(stdlib_records * 3)]
+    data = b"\n".join(orjson.dumps(row) for row in rows) + b"\n"
+    found = detect(data)
+    assert found.kind == "ndjson" and len(found.doc) == len(rows)
+    for budget in BUDGETS:
+        preview = build_preview(found, data, budget, count)
+        assert count(preview.text) <= budget
+        assert preview.extra["rows"] == len(rows)
+        if budget >= 300:
+            shown = [line for line in preview.text.split("\n") if not line.startswith("… [")]
+            marker = re.search(r"… \[([\d,]+) rows? omitted: lines ([\d,]+)–([\d,]+)\] …", preview.text)
+            first, last = (int(group.replace(",", "")) for group in marker.groups()[1:])
+            for index, line in zip(list(range(first)) + list(range(last + 1, len(rows))), shown):
+                assert f'"row": {index},' in line
+    assert preview.hints[0] == "length(@)"
+    for hint in preview.hints:
+        assert jmespath.search(hint, found.doc), hint
+    kinds = Counter(row["kind"] for row in rows)
+    assert preview.shape["items"]["keys"]["kind"]["values"] == dict(kinds.most_common())
+
+
+def test_shapes_stay_bounded():
+    wide = {f"field_{i}": {"nested": [{"k": j} for j in range(50)]} for i in range(300)}
+    deep: dict = {"leaf": 1}
+    for level in range(40):
+        deep = {f"level{level}": deep, "sibling": level}
+    doc = {"wide": [wide] * 3, "deep": deep}
+    shape = describe_json(doc, find_main(doc))
+    assert len(json.dumps(shape)) < 40_000
+    assert shape["keys"]["wide"]["items"]["more_keys"] == 300 - 25
+    node, depth = shape["keys"]["deep"], 1
+    while "keys" in node and node["keys"]:
+        node, depth = next(iter(node["keys"].values())), depth + 1
+    assert depth <= 8
+    assert len(render_shape(shape).split("\n")) <= 40
+
+
+@pytest.mark.slow
+def test_50_mb_json_is_dominated_by_the_parse():
+    rows = [{"id": i, "name": f"item-{i}", "status": "error" if i % 29 == 0 else "ok", "price": i % 1000 / 10,
+             "owner": {"login": f"user{i % 500}", "type": "User"}, "tags": ["a", "b"]} for i in range(357_728)]
+    data = orjson.dumps({"data": {"items": rows}})
+    del rows
+    started = time.perf_counter()
+    orjson.loads(data)
+    parse = time.perf_counter() - started
+    started = time.perf_counter()
+    found = detect(data)
+    preview = build_preview(found, data, 2000, o200k)
+    total = time.perf_counter() - started
+    assert preview.extra["items"] == 357_728
+    assert total < 3 * parse + 0.5, (parse, total)

@@ -1,0 +1,297 @@
+"""Line previews on real outputs: a 5 MB grep of the standard library, a log that ends in a
+traceback, a log with errors only in the middle, and a CSV; budgets, exact counts, fast paths."""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import os
+import re
+import shutil
+import subprocess
+import sysconfig
+import time
+import traceback
+from collections import Counter
+from pathlib import Path
+
+import bpe_openai
+import pytest
+
+from offload.content import build_preview, detect, render_shape
+
+_encoding = bpe_openai.get_encoding("o200k_base")
+
+
+def o200k(text: str) -> int:
+    return len(_encoding.encode(text, disallowed_special=()))
+
+
+def crude(text: str) -> int:
+    return len(text) // 3 + 1
+
+
+COUNTERS = [pytest.param(o200k, id="o200k"), pytest.param(crude, id="crude")]
+BUDGETS = [100, 300, 800, 2000]
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+_MARKER = re.compile(r"… \[([\d,]+) lines? omitted: ([\d,]+)–([\d,]+)(?:;[^\]]*)?\] …")
+
+
+def _number(text: str) -> int:
+    return int(text.replace(",", ""))
+
+
+def _shows(shown: str, line: str) -> bool:
+    """`shown` is `line`, or `line` cut by characters with the exact count of what was cut."""
+    cut = re.fullmatch(r"(.*)…\[\+([\d,]+) chars\](?:…(.*))?", shown, re.S)
+    if not cut:
+        return shown == line
+    head, hidden, tail = cut.group(1), _number(cut.group(2)), cut.group(3) or ""
+    return line.startswith(head) and line.endswith(tail) and len(head) + hidden + len(tail) == len(line)
+
+
+def _marker(preview_text: str) -> tuple[int, int, int]:
+    found = _MARKER.search(preview_text)
+    assert found, preview_text
+    n, first, last = (_number(group) for group in found.groups())
+    assert n == last - first + 1
+    return n, first, last
+
+
+@pytest.fixture(scope="module")
+def grep_output() -> bytes:
+    """About 5 MB of real `grep -rn "def "` output over the standard library, cut at a line end."""
+    if shutil.which("grep"):
+        with subprocess.Popen(["grep", "-rn", "--include=*.py", "def ", str(STDLIB)],
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL) as grep:
+            output = grep.stdout.read(5_200_000)  # the first 5 MB are enough; stop the walk there
+            grep.kill()
+    else:  # the same lines, produced in Python
+        lines = []
+        for path in sorted(STDLIB.rglob("*.py")):
+            for number, line in enumerate(path.read_text("utf-8", "replace").splitlines(), 1):
+                if "def " in line:
+                    lines.append(f"{path}:{number}:{line}\n")
+        output = "".join(lines).encode()
+    assert len(output) > 1_000_000
+    while len(output) < 5_000_000:
+        output += output
+    return output[: output.rindex(b"\n", 0, 5_000_000) + 1]
+
+
+def _grep_truth(data: bytes) -> Counter:
+    return Counter(match.group(1) for line in data.decode("utf-8", "replace").split("\n")
+                   if (match := re.match(r"([^:\n]+):\d+:", line)))
+
+
+@pytest.mark.parametrize("count", COUNTERS)
+def test_grep_preview_is_within_budget_with_exact_counts_per_file(grep_output, count):
+    found = detect(grep_output)
+    assert found.kind == "grep"
+    truth = _grep_truth(grep_output)
+    lines = grep_output.decode().split("\n")[:-1]
+    for budget in BUDGETS:
+        preview = build_preview(found, grep_output, budget, count)
+        assert count(preview.text) <= budget
+        extra = preview.extra
+        assert extra["matches"] == sum(truth.values()) and extra["files"] == len(truth)
+        assert extra["lines"] == len(lines)
+        assert all(truth[path] == n for path, n in extra["matches_per_file"].items())
+        assert sorted(extra["matches_per_file"].values(), reverse=True) == \
+            sorted(truth.values(), reverse=True)[:20]
+        assert sum(extra["matches_per_file"].values()) + extra["other_matches"] == extra["matches"]
+        assert extra["other_files"] == len(truth) - len(extra["matches_per_file"])
+        n, first, last = _marker(preview.text)
+        assert last == len(lines) - 1
+        shown = preview.text.split("\n")[:first]
+        assert all(_shows(text, lines[index]) for index, text in enumerate(shown))  # whole, or cut exactly
+        omitted_bytes = sum(len(line.encode()) + 1 for line in lines[first:])
+        assert preview.omitted.startswith(f"lines {first:,}–{last:,} ({n:,} lines, {omitted_bytes:,} bytes) not shown")
+        if budget >= 800:
+            top_path, top_n = truth.most_common(1)[0]
+            common = os.path.commonpath(list(truth)) + "/"
+            assert f"{top_n:,}  {top_path[len(common):]}" in preview.text
+            assert f"{sum(truth.values()):,} matching lines in {len(truth):,} files under {common}" in preview.text
+
+
+def test_grep_lines_are_capped_by_max_lines(grep_output):
+    found = detect(grep_output, tool="rg")
+    preview = build_preview(found, grep_output, 20_000, o200k, max_lines=50)
+    _, first, _ = _marker(preview.text)
+    assert first == 50
+    assert o200k(preview.text) <= 20_000
+
+
+def test_grep_with_context_lines_counts_only_matches():
+    matches = [f"pkg/mod{i % 5}.py:{10 * i}:    raise ValueError('x{i}')" for i in range(300)]
+    out = []
+    for i, line in enumerate(matches):
+        path = f"pkg/mod{i % 5}.py"
+        out += [f"{path}-{10 * i - 1}-    if bad:", line, f"{path}-{10 * i + 1}-    return", "--"]
+    data = "\n".join(out).encode()
+    found = detect(data)
+    assert found.kind == "grep"
+    preview = build_preview(found, data, 300, o200k)
+    assert preview.extra["matches"] == 300 and preview.extra["files"] == 5
+    assert set(preview.extra["matches_per_file"].values()) == {60}
+
+
+@pytest.fixture(scope="module")
+def log_with_traceback() -> bytes:
+    """A real logging-module log of 40,000 records that ends in a real traceback."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    logger = logging.getLogger("offload.test.worker")
+    logger.addHandler(handler)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    try:
+        for batch in range(20_000):
+            logger.info("processed batch %d: %d rows in %d ms", batch, batch * 17 % 1000, batch % 97)
+        try:
+            {"db": {}}["db"]["password"]
+        except KeyError:
+            logger.error("run failed\n%s", traceback.format_exc().rstrip())
+        stream.write("Process finished with exit code 1\n")
+    finally:
+        logger.removeHandler(handler)
+    return stream.getvalue().encode()
+
+
+@pytest.mark.parametrize("count", COUNTERS)
+def test_log_ending_in_a_traceback_keeps_the_tail_and_counts_exactly(log_with_traceback, count):
+    data = log_with_traceback
+    lines = data.decode().split("\n")[:-1]
+    found = detect(data)
+    assert found.kind == "text"
+    for budget in BUDGETS:
+        preview = build_preview(found, data, budget, count)
+        assert count(preview.text) <= budget
+        assert preview.text.endswith("Process finished with exit code 1")
+        if budget >= 300:
+            assert "KeyError: 'password'" in preview.text and "Traceback (most recent call last):" in preview.text
+        n, first, last = _marker(preview.text)
+        shown = preview.text.split("\n")
+        marker_at = next(i for i, text in enumerate(shown) if text.startswith("… ["))
+        assert all(_shows(text, lines[index]) for index, text in enumerate(shown[:marker_at]))
+        assert marker_at == first
+        # After the marker: lines of the omitted part that report errors ("… 40,000: …"), then the tail.
+        tail = [text for text in shown[marker_at + 1:] if not text.startswith("… ")]
+        for listed in shown[marker_at + 1:len(shown) - len(tail)]:
+            number, text = re.fullmatch(r"… ([\d,]+): (.*)", listed).groups()
+            assert first <= _number(number) <= last and lines[_number(number)].startswith(text.split("…[+")[0])
+        assert len(tail) == len(lines) - last - 1
+        assert all(_shows(text, line) for text, line in zip(tail, lines[last + 1:]))
+        omitted_bytes = sum(len(line.encode()) + 1 for line in lines[first:last + 1])
+        assert preview.omitted.startswith(f"lines {first:,}–{last:,} ({n:,} lines, {omitted_bytes:,} bytes) not shown")
+        assert preview.extra["lines"] == len(lines)
+
+
+def test_errors_in_the_middle_are_listed_with_their_line_numbers():
+    lines = [f"2024-03-01T10:{i // 60 % 60:02d}:{i % 60:02d} INFO request {i} served in {i % 40} ms"
+             for i in range(30_000)]
+    lines[12_345] = "2024-03-01T13:25:45 ERROR upstream timeout after 30s (request 12345)"
+    lines[20_001] = "2024-03-01T15:33:21 WARN retry 3 of request 20001: 0 errors so far"
+    lines[25_000] = "psycopg.OperationalError: connection refused"
+    data = ("\n".join(lines) + "\n").encode()
+    preview = build_preview(detect(data), data, 500, o200k)
+    assert preview.extra["error_lines"] == [12_345, 25_000]
+    assert "… 12,345: 2024-03-01T13:25:45 ERROR upstream timeout after 30s (request 12345)" in preview.text
+    assert "… 25,000: psycopg.OperationalError: connection refused" in preview.text
+    assert "(all 2)" in preview.text and "20,001" not in preview.text
+    assert o200k(preview.text) <= 500
+
+
+def test_a_log_that_does_not_end_badly_shows_a_short_tail():
+    lines = [f"copying file {i} of 50000" for i in range(50_000)]
+    data = "\n".join(lines).encode()
+    preview = build_preview(detect(data), data, 800, o200k)
+    _, first, last = _marker(preview.text)
+    assert last >= len(lines) - 6 and first > 40
+    assert preview.text.endswith("copying file 49999 of 50000")
+
+
+@pytest.fixture(scope="module")
+def stdlib_csv() -> bytes:
+    """Facts about real standard-library files, with a quoted field holding a comma and a newline."""
+    out = io.StringIO()
+    writer = csv.writer(out)
+    writer.writerow(["path", "bytes", "lines", "is_test", "ratio", "modified", "note"])
+    for index, path in enumerate(sorted(STDLIB.glob("**/*.py"))[:6000]):
+        size = path.stat().st_size
+        note = "has, a comma\nand a newline" if index % 500 == 7 else ("" if index % 3 else "reviewed")
+        writer.writerow([path.relative_to(STDLIB), size, size // 40, "test" in path.name,
+                         round(size / 1000, 3), f"2024-01-{index % 28 + 1:02d}", note])
+    return out.getvalue().encode()
+
+
+@pytest.mark.parametrize("count", COUNTERS)
+def test_csv_preview_has_exact_rows_types_and_nulls(stdlib_csv, count):
+    found = detect(stdlib_csv)
+    assert (found.kind, found.delimiter) == ("csv", ",")
+    rows = list(csv.reader(io.StringIO(stdlib_csv.decode())))
+    for budget in BUDGETS:
+        preview = build_preview(found, stdlib_csv, budget, count)
+        assert count(preview.text) <= budget
+        assert preview.extra["rows"] == len(rows) - 1
+        assert preview.text.startswith("path,bytes,lines,is_test,ratio,modified,note")
+    types = preview.extra["types"]
+    assert types == {"path": "string", "bytes": "integer", "lines": "integer", "is_test": "bool",
+                     "ratio": "float", "modified": "date", "note": "string"}
+    sample = rows[1:2001]
+    assert preview.shape["columns"]["note"]["nulls"] == sum(1 for row in sample if row[6] == "")
+    assert preview.shape["sampled"] == 2000
+    rendered = render_shape(preview.shape)
+    assert f"table: {len(rows) - 1:,} rows × 7 columns" in rendered and "bytes: integer" in rendered
+
+
+def test_tsv_without_quotes_counts_rows_past_blank_lines():
+    data = b"a\tb\n" + b"".join(b"%d\tx%d\n" % (i, i) for i in range(5000)) + b"\n\n" + b"5000\ty\n"
+    preview = build_preview(detect(data), data, 200, o200k)
+    assert preview.extra["rows"] == 5001 and preview.extra["delimiter"] == "\t"
+
+
+@pytest.mark.parametrize("megabytes", [pytest.param(20), pytest.param(100, marks=pytest.mark.slow)])
+def test_big_text_and_grep_previews_are_fast(grep_output, megabytes):
+    line = b"2024-01-01 12:00:00 INFO worker-3 processed batch 1234567 in 87 ms\n"
+    text = line * (megabytes * 1_000_000 // len(line))
+    started = time.perf_counter()
+    preview = build_preview(detect(text), text, 2000, o200k)
+    text_seconds = time.perf_counter() - started
+    assert preview.extra["lines"] == len(text) // len(line)
+    grep = grep_output * (megabytes // 5)
+    started = time.perf_counter()
+    grep_preview = build_preview(detect(grep), grep, 2000, o200k)
+    grep_seconds = time.perf_counter() - started
+    assert grep_preview.extra["matches"] == sum(_grep_truth(grep_output).values()) * (megabytes // 5)
+    limit = 0.03 * megabytes  # 3 s per 100 MB on a busy 2-core machine; about 0.6 s measured
+    assert text_seconds < limit and grep_seconds < limit, (text_seconds, grep_seconds)
+
+
+def test_error_lines_past_the_first_scan_chunk_keep_exact_numbers():
+    lines = [f"{i:08d} INFO copied block {i} to the replica without incident" for i in range(400_000)]
+    for number in (150_123, 250_000, 399_000):
+        lines[number] = f"{number:08d} FATAL replica {number} rejected the block: checksum mismatch"
+    data = ("\n".join(lines) + "\n").encode()
+    assert len(data) > 20_000_000
+    preview = build_preview(detect(data), data, 400, o200k)
+    assert preview.extra["error_lines"] == [150_123, 250_000, 399_000]
+    for number in (150_123, 250_000, 399_000):
+        assert f"… {number:,}: {lines[number]}" in preview.text
+
+
+@pytest.mark.parametrize("budget", [0, 5, 20, 40])
+def test_tiny_budgets_are_still_respected(grep_output, log_with_traceback, stdlib_csv, budget):
+    for data in (grep_output, log_with_traceback, stdlib_csv, b'{"a": [' + b"1," * 10_000 + b"2]}"):
+        preview = build_preview(detect(data), data, budget, o200k)
+        assert o200k(preview.text) <= budget
+        assert preview.truncated
+
+
+def test_shell_kind_from_the_caller_gets_the_text_preview(log_with_traceback):
+    found = detect(log_with_traceback)
+    found.kind = "shell"
+    preview = build_preview(found, log_with_traceback, 300, o200k)
+    assert preview.text.endswith("Process finished with exit code 1") and o200k(preview.text) <= 300
