@@ -8,12 +8,29 @@ from typing import Any, Optional
 
 import orjson
 import typer
+import typer.core
 
 from .errors import OffloadError
 from .offloader import Offloader
 
+
+class _Commands(typer.core.TyperGroup):
+    """Every command's OffloadError becomes one clear line on stderr and an exit code (1: not found or
+    expired, 2: anything else), inside the command line's own context, so it holds however the app is
+    run (the `offload` script, `main()`, or a test runner)."""
+
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except OffloadError as exc:
+            _fail(exc)
+        except OSError as exc:  # the machine said no (a path that cannot be a store, a full disk): no traceback
+            typer.echo(f"error: {exc}", err=True)
+            raise typer.Exit(2)
+
+
 app = typer.Typer(help="Keep oversized tool results out of an LLM's context without losing them.",
-                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
+                  no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False, cls=_Commands)
 db_app = typer.Typer(help="Store maintenance.", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 
@@ -53,8 +70,9 @@ def _fail(exc: OffloadError) -> None:
 def main() -> None:
     try:
         app()
-    except OffloadError as exc:
-        _fail(exc)
+    except OffloadError as exc:  # raised outside any command (errors inside one are handled by _Commands)
+        typer.echo(f"error: {exc.model_message()}", err=True)
+        sys.exit(1 if exc.status in (404, 410) else 2)
 
 
 # -- setting up ---------------------------------------------------------------------------------
@@ -94,7 +112,11 @@ def put(file: str = typer.Argument(..., help="File to store, or - for standard i
 
     Example: grep -rn TODO . | offload put - --tool grep
     """
-    data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    try:
+        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+    except OSError as exc:
+        typer.echo(f"error: cannot read {file}: {exc.strerror or exc}", err=True)
+        raise typer.Exit(2)
     ref = state.off.put(data, tool=tool, session=session, args={"file": file})
     _print_json(ref.to_dict()) if as_json else typer.echo(ref.render())
 
@@ -150,6 +172,8 @@ def ls(limit: int = typer.Option(50, help="Rows per page."),
 @app.command()
 def rm(artifact_ids: list[str] = typer.Argument(..., help="Ids to delete.")) -> None:
     """Delete artifacts (content shared with other artifacts stays). Example: offload rm art_…"""
+    for artifact_id in artifact_ids:  # all or nothing: an unknown id fails before anything is deleted
+        state.off.get(artifact_id)
     for artifact_id in artifact_ids:
         state.off.delete(artifact_id)
         typer.echo(f"deleted {artifact_id}")
@@ -316,3 +340,124 @@ def demo() -> None:
     from .demo import run
 
     run(state.off, typer.echo)
+
+
+# -- attaching to agents ------------------------------------------------------------------------
+
+
+@app.command("mcp")
+def mcp_(http: bool = typer.Option(False, "--http", help="Serve streamable HTTP at /mcp instead of stdio."),
+         host: str = typer.Option("127.0.0.1", help="With --http: address to bind; off loopback a token is required."),
+         port: int = typer.Option(8765, help="With --http: port to listen on."),
+         token: Optional[str] = typer.Option(None, envvar="OFFLOAD_MCP_TOKEN",
+                                             help="With --http: bearer token every request must carry."),
+         allow_origin: list[str] = typer.Option([], "--allow-origin",
+                                                help="With --http: a browser Origin to accept besides loopback.")) -> None:
+    """Serve fetch_slice and query_artifact to MCP clients (stdio, or streamable HTTP with --http).
+
+    Example: offload --url sqlite:///path/to/store.db mcp
+    """
+    from .adapters.mcp_server import serve
+
+    serve(state.off, http=http, host=host, port=port, token=token, allowed_origins=allow_origin)
+
+
+# -- browsing and moving the store --------------------------------------------------------------
+
+
+@app.command()
+def pin(artifact_ids: list[str] = typer.Argument(..., help="Ids to keep through TTL expiry and quota eviction.")) -> None:
+    """Pin artifacts so gc keeps them. Example: offload pin art_…"""
+    for artifact_id in artifact_ids:
+        state.off.pin(artifact_id, True)
+        typer.echo(f"pinned {artifact_id}")
+
+
+@app.command()
+def unpin(artifact_ids: list[str] = typer.Argument(..., help="Ids to release.")) -> None:
+    """Unpin artifacts (they expire and can be evicted again). Example: offload unpin art_…"""
+    for artifact_id in artifact_ids:
+        state.off.pin(artifact_id, False)
+        typer.echo(f"unpinned {artifact_id}")
+
+
+@app.command()
+def stats(as_json: bool = typer.Option(False, "--json")) -> None:
+    """What offload kept out of the context, in total, per tool and per session. Example: offload stats"""
+    data = state.off.stats()
+    if as_json:
+        return _print_json(data)
+    typer.echo(f"{data['artifacts']:,} artifacts, {data['bytes']:,} bytes; ~{data['tokens_saved']:,} tokens kept out "
+               f"of the context (estimate); {data['extracts']:,} extracts")
+    for title, key in (("per tool", "by_tool"), ("per session", "by_session")):
+        typer.echo(f"\n{title}:")
+        for row in data[key][:20]:
+            typer.echo(f"  {str(row['name'] or '-')[:30]:<30} {row['artifacts']:>7,} artifacts "
+                       f"{row['bytes']:>15,} B  ~{row['tokens_saved']:>13,} tokens saved")
+
+
+def _progress_bar(total: int, label: str):
+    return typer.progressbar(length=total, label=label, file=sys.stderr, show_pos=False, show_percent=True)
+
+
+@app.command("export")
+def export_(path: Path = typer.Argument(..., help="Archive file to write (a tar)."),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """Write this namespace's artifacts, content and extract log to a portable archive.
+
+    Example: offload export backup.tar && offload --url postgresql://… import backup.tar
+    """
+    total = state.off.stats()["bytes"]
+    with _progress_bar(total, "exporting") as bar:
+        manifest = state.off.export_archive(path, progress=bar.update)
+    _print_json(manifest) if as_json else typer.echo(
+        f"exported {manifest['artifacts']:,} artifacts, {manifest['contents']:,} contents "
+        f"({manifest['bytes']:,} bytes) and {manifest['extracts']:,} extracts to {path}")
+
+
+@app.command("import")
+def import_(path: Path = typer.Argument(..., exists=True, dir_okay=False, help="Archive written by export."),
+            as_json: bool = typer.Option(False, "--json")) -> None:
+    """Load an archive into this store and namespace; ids already present are skipped. Example: offload import backup.tar"""
+    with _progress_bar(path.stat().st_size, "importing") as bar:
+        result = state.off.import_archive(path, progress=bar.update)
+    done = result["imported"]
+    _print_json(result) if as_json else typer.echo(
+        f"imported {done['artifacts']:,} artifacts, {done['contents']:,} contents and {done['extracts']:,} extracts "
+        f"({done['skipped']:,} already present)")
+
+
+@app.command()
+def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; off loopback a token is required."),
+          port: int = typer.Option(8765, help="Port to listen on."),
+          token: list[str] = typer.Option([], "--token", help="Bearer token (TOKEN or TOKEN=NAMESPACE to scope it).")
+          ) -> None:
+    """Serve the HTTP API (/api, OpenAPI at /docs) and the web page (/). Example: offload serve --port 8765"""
+    from .api.server import serve as run
+
+    tokens = {t.split("=", 1)[0]: (t.split("=", 1)[1] if "=" in t else None) for t in token} or None
+    run(state.off, host=host, port=port, tokens=tokens)
+
+
+@app.command("proxy", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+def proxy(command: Optional[list[str]] = typer.Argument(None, help="The upstream MCP server's command, after --."),
+          upstream_url: Optional[str] = typer.Option(None, "--upstream-url",
+                                                     help="A streamable-HTTP MCP server to front instead of a command."),
+          header: list[str] = typer.Option([], "--header", help="With --upstream-url: 'Name: value' (repeatable)."),
+          limit: list[str] = typer.Option([], "--limit", help="TOOL=TOKENS: an upstream tool's budget; TOOL may be "
+                                                              "a name, a budget key or a glob like 'git_*'."),
+          alias: list[str] = typer.Option([], "--alias", help="PATTERN=KEY: budget tools matching PATTERN (a name "
+                                                              "or glob) like KEY (read, shell, grep, glob, …)."),
+          timeout: float = typer.Option(120.0, help="Seconds an upstream request may take before the client gets a "
+                                                    "timeout error (progress restarts the clock; 0: no limit)."),
+          session: Optional[str] = typer.Option(None, help="Session id for stored results (default: one per run).")
+          ) -> None:
+    """Put offload in front of an MCP server: big tool results become references; adds fetch_slice, query_artifact.
+
+    Example: offload proxy --limit git_show=2000 -- uvx mcp-server-git --repository .
+    """
+    from .adapters.mcp_proxy import budget_settings, parse_headers, serve
+
+    off = Offloader(state.url, namespace=state.namespace, **budget_settings(state.off.settings, limit, alias))
+    raise typer.Exit(serve(off, command or [], upstream_url=upstream_url, headers=parse_headers(header),
+                           timeout=timeout, session=session))

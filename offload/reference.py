@@ -16,6 +16,11 @@ KIND_LABELS = {
 }
 
 
+# The structured form's fields that DESIGN.md promises (present in every to_dict(), null when not applicable).
+CONTRACT_FIELDS = ("artifact_id", "tool", "kind", "content_type", "bytes", "chars", "lines", "items", "tokens",
+                   "sha256", "preview", "shape", "hints", "truncated")
+
+
 def _n(value: int | None) -> str:
     return f"{value:,}" if value is not None else "?"
 
@@ -60,7 +65,9 @@ class Reference:
         data["tokens_estimated"] = not self.tokens_exact
         data.pop("tokens_exact")
         data.pop("shape_text")
-        return {k: v for k, v in data.items() if v is not None and v != [] and v != {}}
+        # the contract's fields are always there (null or [] when they do not apply), so scripts can
+        # rely on the keys; the optional extras appear only when they say something
+        return {k: v for k, v in data.items() if k in CONTRACT_FIELDS or (v is not None and v != [] and v != {})}
 
     def __str__(self) -> str:
         return self.render()
@@ -81,12 +88,13 @@ class Reference:
                 size += f", {_n(self.items)} items" + (f" at `{self.items_path}`" if self.items_path else "")
             size += f", {tokens}"
         if not self.stored:
-            return (f"[offload] The result of `{self.tool}` was too large for the context ({label}: {size}) and "
-                    f"could NOT be stored ({self.error}). Only the preview below reaches you; the rest is not "
-                    "retrievable. Re-run the tool with narrower arguments if you need more.")
-        lines = [f"[offload] The result of `{self.tool}` was too large for the context and was stored whole as "
-                 f"{self.artifact_id} ({label}: {size})."]
-        if self.same_as:
+            lines = [f"[offload] The result of `{self.tool}` was too large for the context ({label}: {size}) and "
+                     f"could NOT be stored ({self.error}). Only the preview below reaches you; the rest is not "
+                     "retrievable. Re-run the tool with narrower arguments if you need more."]
+        else:
+            lines = [f"[offload] The result of `{self.tool}` was too large for the context and was stored whole "
+                     f"as {self.artifact_id} ({label}: {size})."]
+        if self.same_as and self.stored:
             lines.append(f"Same result as {self.same_as} (an earlier identical call): query that one instead of "
                          "re-running the tool.")
         if self.exit_code is not None:

@@ -27,11 +27,25 @@ class Payload:
         return self.exit_code is not None or self.stderr is not None
 
 
+def _encode(text: str) -> bytes:
+    """UTF-8; lone surrogates U+DC80–U+DCFF are bytes a decoder escaped (os.fsdecode, subprocess with
+    errors="surrogateescape"), so they turn back into those very bytes. Other lone surrogates cannot
+    be anything's original bytes; they are kept as their 3-byte forms."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        pass
+    try:
+        return text.encode("utf-8", errors="surrogateescape")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", errors="surrogatepass")
+
+
 def _as_bytes(value: Any) -> tuple[bytes, str | None]:
     if value is None:
         return b"", ""
     if isinstance(value, str):
-        return value.encode("utf-8", errors="surrogatepass"), value
+        return _encode(value), value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value), None
     return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS), None

@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     tokenizer: str | None = Field(None, description="A real tokenizer for counts (o200k_base, cl100k_base; needs bpe-openai).")
     cache_bytes: int = Field(512 * 1024**2, description="Memory bound of the parsed-document cache for queries.")
     query_timeout: float = Field(5.0, description="Seconds a grep or SQL query may run.")
+    api_tokens: dict[str, str | None] = Field(default_factory=dict,
+                                              description="HTTP API tokens: token → namespace it is scoped to "
+                                                          "(null: any). Required to serve off loopback.")
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,

@@ -268,11 +268,22 @@ def _sniff_delimiter(text: str) -> str | None:
         width = len(header)
         if width < 2 or not _plausible_header(header):
             continue
+        if delimiter == "," and _commas_are_thousands(lines):
+            continue
         # A quoted field may span lines, so rows can be fewer than lines; the widths must agree.
         consistent = sum(1 for row in rows[1:] if len(row) == width)
         if consistent >= max(1, 0.9 * (len(rows) - 1)):
             return delimiter
     return None
+
+
+_THOUSANDS = re.compile(r"\d,\d{3}(?!\d)")
+
+
+def _commas_are_thousands(lines: list[str]) -> bool:
+    """True when most lines' commas all sit inside numbers ("5,218 bytes"): prose or a log, not a table."""
+    inside = sum(1 for line in lines if line.count(",") == len(_THOUSANDS.findall(line)))
+    return inside >= 0.8 * len(lines)
 
 
 def _plausible_header(names: list[str]) -> bool:

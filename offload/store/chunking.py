@@ -68,13 +68,18 @@ def chunk_stream(blocks: Iterable[bytes], size: int = CHUNK_SIZE) -> Iterator[Ch
     seq = byte_start = char_start = line_start = 0
     for block in blocks:
         pending += block
-        while len(pending) >= 2 * size:
-            end = _cut_point(pending, 0, size)
-            for chunk in chunk_bytes(pending[:end], size, seq, byte_start, char_start, line_start):
+        # walk a view and cut the remainder once per block: re-slicing `pending` after every chunk
+        # copied the rest of a large block each time (quadratic: 1.4 s for one 50 MB block)
+        view, pos = memoryview(pending), 0
+        while len(pending) - pos >= 2 * size:
+            end = _cut_point(view, pos, size)
+            for chunk in chunk_bytes(view[pos:end], size, seq, byte_start, char_start, line_start):
                 yield chunk
                 seq, byte_start = chunk.seq + 1, chunk.byte_start + len(chunk.data)
                 char_start, line_start = chunk.char_start + chunk.chars, chunk.line_start + chunk.newlines
-            pending = pending[end:]
+            pos = end
+        view.release()
+        pending = pending[pos:] if pos else pending
     yield from chunk_bytes(pending, size, seq, byte_start, char_start, line_start)
 
 

@@ -90,18 +90,27 @@ def _restrict_sidecars(path: Path) -> None:
             os.chmod(side, 0o600)
 
 
+def _prepare_path(backend: str, path: Path | None) -> None:
+    if path is None:
+        return
+    if backend == "duckdb" and path.exists() and path.stat().st_size == 0:
+        path.unlink()  # DuckDB refuses an empty file; it creates its own (then we chmod it)
+    if backend == "sqlite":
+        _prepare_file(path)
+    elif not path.parent.exists():
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+
+
 def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     path = _database_file(parsed)
-    if path is not None:
-        if backend == "duckdb" and path.exists() and path.stat().st_size == 0:
-            path.unlink()  # DuckDB refuses an empty file; it creates its own (then we chmod it)
-        if backend == "sqlite":
-            _prepare_file(path)
-        elif not path.parent.exists():
-            path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        _prepare_path(backend, path)
+    except OSError as exc:
+        raise StoreError(f"Cannot create the store file {path}: {exc.strerror or exc}") from exc
     if backend == "sqlite":
+
         engine = sa.create_engine(parsed, connect_args={"timeout": busy_timeout, "check_same_thread": False})
         _sqlite_events(engine, busy_timeout)
     elif backend == "postgresql":

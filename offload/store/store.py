@@ -206,6 +206,18 @@ class Store:
                 pass  # a busy store must not fail a read; LRU order is advisory
         return row
 
+    def find_by_content(self, sha256: str, namespace: str) -> dict[str, Any] | None:
+        """The newest live artifact of `namespace` holding exactly this content (id, tool, kind, bytes,
+        lines), or None. The context guard names it instead of storing the same bytes again."""
+        a = artifacts.c
+        query = (sa.select(a.id, a.tool, a.kind, a.bytes, a.lines).where(
+            a.sha256 == sha256, a.namespace == namespace, a.status == ACTIVE,
+            sa.or_(a.expires_at.is_(None), a.expires_at > utcnow(), a.pinned == sa.true()))
+            .order_by(a.created_at.desc(), a.id.desc()).limit(1))
+        with self._read() as conn:
+            row = conn.execute(query).mappings().first()
+        return {str(k): v for k, v in row.items()} if row is not None else None
+
     def list(self, namespace: str, *, limit: int = 50, cursor: str | None = None, tool: str | None = None,
              session: str | None = None, kind: str | None = None, since: dt.datetime | None = None,
              until: dt.datetime | None = None, text: str | None = None,
@@ -238,6 +250,19 @@ class Store:
         rows = rows[:limit]
         next_cursor = _encode_cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None
         return rows, next_cursor
+
+    def same_results(self, namespace: str, *, tool: str, session: str, sha256: str,
+                     limit: int = 20) -> list[dict[str, Any]]:
+        """Active, unexpired artifacts of `tool` in `session` holding this content, newest first, with
+        their args (JSON text): how a repeated call finds the earlier identical one."""
+        a = artifacts.c
+        query = (sa.select(a.id, a.args)
+                 .where(a.sha256 == sha256, a.namespace == namespace, a.session == session, a.tool == tool,
+                        a.status == ACTIVE,
+                        sa.or_(a.expires_at.is_(None), a.expires_at > utcnow(), a.pinned == sa.true()))
+                 .order_by(a.created_at.desc(), a.id.desc()).limit(limit))
+        with self._read() as conn:
+            return [dict(r) for r in conn.execute(query).mappings()]
 
     # -- reading content --------------------------------------------------------------------
 

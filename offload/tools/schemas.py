@@ -161,3 +161,48 @@ def render_query(result: dict[str, Any]) -> str:
 def _call(name: str, args: dict[str, Any]) -> str:
     inner = ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in args.items() if v is not None)
     return f"{name}({inner})"
+
+
+# -- what the two tools return (structured results: MCP outputSchema, function outputs) ------------
+
+_NEXT = {"type": ["object", "null"], "description": "The exact arguments of the following call; null at the end."}
+
+FETCH_SLICE_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "artifact_id": {"type": "string"},
+        "unit": {"type": "string", "enum": ["lines", "chars", "bytes", "items"]},
+        "offset": {"type": "integer", "description": "First unit returned (0-based, from the start)."},
+        "limit": {"type": ["integer", "null"]},
+        "returned": {"type": "integer", "description": "How many units this page holds."},
+        "total": {"type": "integer", "description": "How many units the artifact holds."},
+        "next_offset": {"type": ["integer", "null"]},
+        "next": _NEXT,
+        "content": {"type": "string", "description": "The page (bytes: base64; items: a JSON array)."},
+        "cut": {"type": "string", "description": "Present when one unit was too big for the page and was cut."},
+    },
+    "required": ["artifact_id", "unit", "offset", "limit", "returned", "total", "next_offset", "next", "content"],
+}
+
+QUERY_ARTIFACT_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "Inline: the result with count and paging. Too big for the budget: the reference of the "
+                   "derived artifact that holds it (derived_from names the queried one), with its text.",
+    "properties": {
+        "artifact_id": {"type": "string", "description": "The queried artifact, or the derived one."},
+        "kind": {"type": "string"},
+        "expression": {"type": "string"},
+        "result": {"description": "The query's result (inline form)."},
+        "count": {"type": "integer", "description": "Matches, rows or elements in the whole result."},
+        "next_offset": {"type": ["integer", "null"]},
+        "next": _NEXT,
+        "derived_from": {"type": "string"},
+        "text": {"type": "string", "description": "The derived artifact's reference as the model reads it."},
+    },
+    "required": ["artifact_id", "kind", "count"],
+    "anyOf": [{"required": ["result", "expression", "next_offset", "next"]},
+              {"required": ["derived_from", "text"]}],
+}
+
+OUTPUT_SCHEMAS: dict[str, dict[str, Any]] = {"fetch_slice": FETCH_SLICE_OUTPUT_SCHEMA,
+                                             "query_artifact": QUERY_ARTIFACT_OUTPUT_SCHEMA}

@@ -1,0 +1,268 @@
+"""Issue 2's commands: init, put, cat, show, ls, rm, gc, verify, db upgrade — and their errors.
+
+Most run in-process through typer's runner (the real commands, real stores, real files); the ones whose
+point is a real process (exit codes, raw bytes on stdout) run the command in a fresh interpreter.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import sqlite3
+import stat
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import pytest
+import typer.main
+from typer.testing import CliRunner
+
+from offload.cli import app
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+CLI = [sys.executable, "-c", "from offload.cli import main; main()"]
+README = Path(__file__).resolve().parents[1] / "README.md"
+CONTRACT = ("artifact_id", "tool", "kind", "content_type", "bytes", "chars", "lines", "items", "tokens", "sha256",
+            "preview", "shape", "hints", "truncated")
+
+runner = CliRunner()
+
+
+def offload(*args: str, input: bytes | str | None = None, ok: bool = True):
+    result = runner.invoke(app, list(args), input=input)
+    if ok:
+        assert result.exit_code == 0, f"offload {' '.join(args)} → {result.exit_code}: {result.output}"
+    return result
+
+
+def offload_json(*args: str, input: bytes | str | None = None):
+    return json.loads(offload(*args, "--json", input=input).stdout)
+
+
+def offload_process(*args: str, input: bytes | None = None) -> subprocess.CompletedProcess:
+    """The real command line in a fresh process (the environment is the test's isolated one)."""
+    return subprocess.run([*CLI, *args], input=input, capture_output=True, timeout=120)
+
+
+def store_rows(path: Path) -> list[tuple]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT id, status, sha256 FROM artifacts ORDER BY id").fetchall()
+
+
+@pytest.fixture
+def url(tmp_path) -> str:
+    return f"sqlite:///{tmp_path / 'cli.db'}"
+
+
+# -- documentation ---------------------------------------------------------------------------------
+
+
+def _command_names(group, prefix: str = "") -> list[str]:
+    names = []
+    for name, command in sorted(group.commands.items()):
+        if getattr(command, "hidden", False):
+            continue
+        if hasattr(command, "commands"):
+            names += _command_names(command, f"{prefix}{name} ")
+        else:
+            names.append(prefix + name)
+    return names
+
+
+def test_every_command_is_documented_in_the_readme():
+    readme = README.read_text()
+    names = _command_names(typer.main.get_command(app))
+    assert {"init", "put", "cat", "show", "ls", "rm", "gc", "verify", "db upgrade"} <= set(names)
+    missing = [name for name in names if not re.search(rf"`offload {re.escape(name)}[ `]", readme)]
+    assert not missing, f"commands not documented in README.md: {missing}"
+
+
+# -- init ---------------------------------------------------------------------------------------
+
+
+def test_init_makes_a_private_project_store_that_later_commands_find(tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    project.mkdir()
+    monkeypatch.chdir(project)
+    result = offload("init")
+    folder = project / ".offload"
+    assert str(folder) in result.stdout
+    assert (folder / ".gitignore").read_text().splitlines()[-1] == "*"
+    assert stat.S_IMODE((folder / "store.db").stat().st_mode) == 0o600
+    assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    offload("init")  # again: harmless
+
+    # found like git finds a repository: from a subdirectory, without --url
+    (project / "src" / "pkg").mkdir(parents=True)
+    monkeypatch.chdir(project / "src" / "pkg")
+    ref = offload_json("put", str(STDLIB / "typing.py"), "--tool", "cat")
+    assert [row[0] for row in store_rows(folder / "store.db")] == [ref["artifact_id"]]
+    assert stat.S_IMODE((folder / "store.db").stat().st_mode) == 0o600
+
+
+# -- put / cat / show / ls ----------------------------------------------------------------------------
+
+
+def test_put_a_file_and_stdin_prints_the_reference_as_json(url, real_count):
+    source = STDLIB / "typing.py"
+    data = source.read_bytes()
+    from_file = offload_json("--url", url, "put", str(source), "--tool", "cat")
+    from_stdin = offload_json("--url", url, "put", "-", "--tool", "cat", input=data)
+    for ref in (from_file, from_stdin):
+        assert set(CONTRACT) <= set(ref), f"missing fields: {set(CONTRACT) - set(ref)}"
+        assert ref["artifact_id"].startswith("art_") and ref["tool"] == "cat"
+        assert (ref["kind"], ref["content_type"]) == ("text", "text/plain")
+        assert ref["bytes"] == len(data) and ref["lines"] == data.count(b"\n")
+        assert ref["chars"] == len(data.decode()) and ref["sha256"] == hashlib.sha256(data).hexdigest()
+        assert ref["truncated"] is True and ref["items"] is None and ref["hints"] == [] and ref["shape"] is None
+        assert ref["tokens"] > 10_000 and ref["tokens_estimated"] is True
+        assert ref["preview"].startswith('"""\nThe typing module')
+        assert real_count(ref["preview"]) < 800
+    assert from_file["artifact_id"] != from_stdin["artifact_id"]  # each put is its own artifact
+
+    # without --json: the text the model sees
+    text = offload("--url", url, "put", str(source), "--tool", "cat").stdout
+    assert "was stored whole as art_" in text and f"{len(data):,} bytes" in text
+    assert real_count(text) <= 800
+
+
+def test_put_json_has_shape_items_and_hints(url, tmp_path):
+    rows = [{"name": p.name, "bytes": p.stat().st_size} for p in sorted(STDLIB.glob("*.py"))] * 20
+    document = tmp_path / "modules.json"
+    document.write_text(json.dumps({"modules": rows}))
+    ref = offload_json("--url", url, "put", str(document), "--tool", "http_get")
+    assert ref["kind"] == "json" and ref["items"] == len(rows) and ref["shape"]
+    assert ref["hints"] and all(isinstance(h, str) for h in ref["hints"])
+
+
+def test_cat_writes_the_exact_bytes_including_binary(url):
+    png = STDLIB / "idlelib" / "Icons" / "idle_256.png"
+    ref = offload_json("--url", url, "put", str(png), "--tool", "download")
+    assert ref["kind"] == "binary" and ref["content_type"] == "image/png"
+    assert offload("--url", url, "cat", ref["artifact_id"]).stdout_bytes == png.read_bytes()
+    # (a real process writing binary to a real stdout: test_offload.py's 3MB-binary case)
+
+
+def test_show_prints_metadata_and_the_reference_the_model_saw(url):
+    source = STDLIB / "typing.py"
+    ref = offload_json("--url", url, "put", str(source), "--tool", "cat", "--session", "conv-1")
+    shown = offload("--url", url, "show", ref["artifact_id"]).stdout
+    assert ref["artifact_id"] in shown and "conv-1" in shown and ref["sha256"] in shown
+    assert "preview the model saw:" in shown and ref["preview"].splitlines()[1] in shown
+    meta = offload_json("--url", url, "show", ref["artifact_id"])
+    assert meta["id"] == ref["artifact_id"] and meta["tool"] == "cat" and meta["session"] == "conv-1"
+    assert meta["bytes"] == source.stat().st_size and meta["args"] == {"file": str(source)}
+    assert meta["reference"]["preview"] == ref["preview"]
+    assert meta["created_at"].endswith("Z")
+
+
+def test_ls_lists_newest_first_with_a_cursor(url):
+    ids = []
+    for name in ("abc.py", "ast.py", "typing.py"):
+        ids.append(offload_json("--url", url, "put", str(STDLIB / name), "--tool", "cat")["artifact_id"])
+        time.sleep(0.01)
+    page = offload_json("--url", url, "ls", "--limit", "2")
+    assert set(page) == {"items", "next_cursor"}
+    assert [item["id"] for item in page["items"]] == ids[::-1][:2]
+    assert page["next_cursor"]
+    rest = offload_json("--url", url, "ls", "--limit", "2", "--cursor", page["next_cursor"])
+    assert [item["id"] for item in rest["items"]] == ids[:1] and rest["next_cursor"] is None
+    assert offload_json("--url", url, "ls", "--tool", "nope") == {"items": [], "next_cursor": None}
+    table = offload("--url", url, "ls").stdout
+    assert all(artifact_id in table for artifact_id in ids)
+
+
+# -- rm / gc / verify / db upgrade ---------------------------------------------------------------------
+
+
+def test_rm_deletes_and_the_id_then_says_deleted(url, tmp_path):
+    data = (STDLIB / "typing.py").read_bytes()
+    first = offload_json("--url", url, "put", "-", "--tool", "cat", input=data)["artifact_id"]
+    second = offload_json("--url", url, "put", "-", "--tool", "cat", input=data)["artifact_id"]
+    assert f"deleted {first}" in offload("--url", url, "rm", first).stdout
+    gone = offload("--url", url, "cat", first, ok=False)
+    assert gone.exit_code == 1 and "was deleted" in gone.stderr
+    assert offload("--url", url, "cat", second).stdout_bytes == data  # the shared content stays
+    report = offload_json("--url", url, "gc")
+    assert report["contents_removed"] == 0 and report["total_bytes"] == len(data)
+    offload("--url", url, "rm", second)
+    assert offload_json("--url", url, "gc")["total_bytes"] == 0
+
+
+def test_gc_expires_and_an_expired_id_says_expired(url, monkeypatch):
+    monkeypatch.setenv("OFFLOAD_TTL_DAYS", str(1 / 86_400 / 10))  # a tenth of a second
+    ref = offload_json("--url", url, "put", str(STDLIB / "typing.py"), "--tool", "cat")
+    time.sleep(0.3)
+    report = offload_json("--url", url, "gc")
+    assert report["expired"] == 1 and report["contents_removed"] == 1
+    text = offload("--url", url, "gc").stdout
+    assert text.startswith("expired 0, evicted 0")
+    for command in ("cat", "show"):
+        result = offload("--url", url, command, ref["artifact_id"], ok=False)
+        assert result.exit_code == 1 and "expired" in result.stderr and "No artifact" not in result.stderr
+
+
+def test_verify_finds_a_tampered_chunk(url, tmp_path):
+    ref = offload_json("--url", url, "put", str(STDLIB / "typing.py"), "--tool", "cat")
+    assert "All stored content matches" in offload("--url", url, "verify").stdout
+    assert offload_json("--url", url, "verify") == {"ok": True, "problems": []}
+    with sqlite3.connect(tmp_path / "cli.db") as conn:
+        (data,) = conn.execute("SELECT data FROM chunks WHERE sha256 = ? AND seq = 0", (ref["sha256"],)).fetchone()
+        tampered = bytes(data).replace(b"typing", b"TYPING", 1)
+        assert tampered != bytes(data)
+        conn.execute("UPDATE chunks SET data = ? WHERE sha256 = ? AND seq = 0", (tampered, ref["sha256"]))
+    result = offload("--url", url, "verify", ok=False)
+    assert result.exit_code == 1 and "MISMATCH" in result.stdout and ref["artifact_id"] in result.stdout
+    report = json.loads(offload("--url", url, "verify", "--json", ok=False).stdout)
+    assert report["ok"] is False and report["problems"][0]["artifacts"] == [ref["artifact_id"]]
+
+
+def test_db_upgrade_is_idempotent(tmp_path):
+    url = f"sqlite:///{tmp_path / 'fresh.db'}"
+    first = offload("--url", url, "db", "upgrade").stdout
+    assert "→" in first and "empty" in first
+    second = offload("--url", url, "db", "upgrade").stdout
+    assert "already at" in second and first.split("→")[1].strip() in second
+    ref = offload_json("--url", url, "put", str(STDLIB / "abc.py"), "--tool", "cat")
+    assert "already at" in offload("--url", url, "db", "upgrade").stdout
+    assert offload("--url", url, "cat", ref["artifact_id"]).stdout_bytes == (STDLIB / "abc.py").read_bytes()
+
+
+# -- errors: a clear message, a non-zero exit, nothing changed -------------------------------------------
+
+
+def test_unknown_ids_fail_clearly_and_change_nothing(url, tmp_path):
+    kept = offload_json("--url", url, "put", str(STDLIB / "typing.py"), "--tool", "cat")["artifact_id"]
+    before = store_rows(tmp_path / "cli.db")
+    for args in (["cat", "art_doesnotexist"], ["show", "art_doesnotexist"], ["show", "art_doesnotexist", "--json"],
+                 ["rm", "art_doesnotexist"], ["rm", kept, "art_doesnotexist"]):
+        result = offload("--url", url, *args, ok=False)
+        assert result.exit_code == 1, args
+        assert "No artifact 'art_doesnotexist'" in result.stderr and "offload ls" in result.stderr
+        assert "Traceback" not in result.output and result.stdout == ""
+    assert store_rows(tmp_path / "cli.db") == before  # `rm kept unknown` deleted nothing
+
+    done = offload_process("--url", url, "cat", "art_doesnotexist")  # a real process, a real exit code
+    assert done.returncode == 1 and done.stdout == b""
+    assert done.stderr.decode().startswith("error: No artifact 'art_doesnotexist'")
+    assert b"Traceback" not in done.stderr
+
+
+def test_put_of_an_unreadable_file_fails_clearly(url, tmp_path):
+    for path in (tmp_path / "missing.txt", tmp_path):
+        result = offload("--url", url, "put", str(path), "--tool", "cat", ok=False)
+        assert result.exit_code == 2 and result.stderr.startswith(f"error: cannot read {path}")
+        assert "Traceback" not in result.output
+
+
+def test_put_fails_clearly_when_the_store_cannot_take_it(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    result = offload("--url", f"sqlite:///{blocker / 'store.db'}", "put", str(STDLIB / "abc.py"), "--tool", "cat",
+                     ok=False)
+    assert result.exit_code == 2 and result.stderr.startswith("error: ")
+    assert "Traceback" not in result.output

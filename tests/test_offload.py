@@ -1,0 +1,692 @@
+"""Issue 2: process(), budgets, the reference, bad input, failing open and retention, on real data.
+
+Every input is real data from this machine (the Python standard library, installed files, a real
+subprocess's output); every store is a real database (SQLite, DuckDB, PostgreSQL via `store_url`);
+every token budget is checked with the real o200k tokenizer (`real_count`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import csv
+import functools
+import hashlib
+import io
+import json
+import os
+import sqlite3
+import subprocess
+import sys
+import sysconfig
+import time
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from offload import ArtifactExpired, Offloader, StoreError
+from offload.cli import app
+from offload.reference import Reference
+
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+CLI = [sys.executable, "-c", "from offload.cli import main; main()"]
+REFERENCE_TOKENS = 800  # the default `reference_tokens`
+
+
+# -- real data ------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def grep_output() -> bytes:
+    """`grep -rn "def " <stdlib>` over the standard library's own sources: several MB of real grep output."""
+    out = subprocess.run(["grep", "-rn", "--include=*.py", "--exclude-dir=site-packages", "def ", str(STDLIB)],
+                         capture_output=True, check=True).stdout
+    assert len(out) >= 5_000_000, "the standard library should yield a multi-MB grep"
+    return out
+
+
+@functools.lru_cache(maxsize=None)
+def stdlib_files() -> list[dict]:
+    """Every file under the standard library with its real stat() facts."""
+    files = []
+    for root, dirs, names in os.walk(STDLIB):
+        dirs[:] = sorted(d for d in dirs if d not in ("site-packages", "__pycache__"))
+        for name in sorted(names):
+            path = Path(root, name)
+            try:
+                st = path.stat()
+            except OSError:
+                continue
+            files.append({"path": str(path.relative_to(STDLIB)), "suffix": path.suffix, "bytes": st.st_size,
+                          "mode": oct(st.st_mode & 0o777), "mtime": int(st.st_mtime)})
+    return files
+
+
+@functools.lru_cache(maxsize=None)
+def stdlib_json() -> bytes:
+    """A multi-MB JSON document: every stdlib module with its functions (name, line, async), from the grep."""
+    modules: dict[str, list[dict]] = {}
+    for line in grep_output().decode("utf-8", "replace").splitlines():
+        path, number, text = line.split(":", 2)
+        stripped = text.strip()
+        if not stripped.startswith(("def ", "async def ")):
+            continue
+        name = stripped.split("def ", 1)[1].split("(", 1)[0].strip()
+        modules.setdefault(path, []).append({"name": name, "line": int(number), "async": stripped.startswith("async"),
+                                             "method": text[:1].isspace()})
+    doc = {
+        "python": sys.version.split()[0],
+        "root": str(STDLIB),
+        "modules": [{"path": str(Path(p).relative_to(STDLIB)), "bytes": Path(p).stat().st_size,
+                     "functions": fns} for p, fns in sorted(modules.items())],
+    }
+    data = json.dumps(doc, indent=1).encode()
+    assert len(data) >= 3_000_000
+    return data
+
+
+def build_log() -> bytes:
+    """A build log of the whole stdlib (one line per file) whose one useful line is the last."""
+    lines = [f"[{i:06d}] compiling {f['path']} ({f['bytes']} bytes) ... ok" for i, f in enumerate(stdlib_files())]
+    lines += ["Traceback (most recent call last):", '  File "setup.py", line 42, in <module>',
+              "OSError: [Errno 28] No space left on device: 'build/lib/idlelib/Icons/idle_256.png'",
+              "error: build FAILED with exit code 1"]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def dynload_binary(size: int = 3 * 1024 * 1024) -> bytes:
+    """Exactly `size` bytes of the interpreter's real extension modules (ELF shared objects)."""
+    parts, total = [], 0
+    for path in sorted((STDLIB / "lib-dynload").glob("*.so")):
+        parts.append(path.read_bytes())
+        total += len(parts[-1])
+        if total >= size:
+            break
+    data = b"".join(parts)[:size]
+    assert len(data) == size
+    return data
+
+
+def invalid_utf8_text() -> bytes:
+    """Real files read back to back, one of them Latin-1: text with a few bytes that are not UTF-8."""
+    data = b"".join((STDLIB / p).read_bytes() for p in
+                    ("typing.py", "test/test_source_encoding.py", "test/xmltestdata/test.xml"))
+    with pytest.raises(UnicodeDecodeError):
+        data.decode("utf-8")
+    return data
+
+
+def text_with_tokens(off: Offloader, tokens: int) -> str:
+    """Real source text (typing.py, line by line) whose token count, as `off` measures it, is ~`tokens`."""
+    lines = (STDLIB / "typing.py").read_text().splitlines(keepends=True)
+    low, high = 1, len(lines)
+    while low < high:
+        middle = (low + high) // 2
+        if off.counter.count("".join(lines[:middle])) < tokens:
+            low = middle + 1
+        else:
+            high = middle
+    text = "".join(lines[:low])
+    assert abs(off.counter.count(text) - tokens) < tokens * 0.05, "typing.py is long enough for every size here"
+    return text
+
+
+def raw(off: Offloader, artifact_id: str) -> bytes:
+    return b"".join(off.iter_raw(artifact_id))
+
+
+def cli_cat(url: str, artifact_id: str) -> bytes:
+    """The real `offload cat` in a fresh process."""
+    done = subprocess.run([*CLI, "--url", url, "cat", artifact_id], capture_output=True, timeout=120)
+    assert done.returncode == 0, done.stderr.decode()
+    return done.stdout
+
+
+def line_count(data: bytes) -> int:
+    return data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+
+
+def assert_reference(ref, data: bytes, real_count, budget: int = REFERENCE_TOKENS) -> str:
+    """A stored reference: exact counts, the whole text within budget with the real tokenizer."""
+    assert isinstance(ref, Reference), f"expected a Reference, got {type(ref).__name__}"
+    text = ref.render()
+    assert real_count(text) <= budget, f"reference is {real_count(text)} tokens, over {budget}:\n{text}"
+    assert ref.stored and ref.artifact_id and ref.artifact_id.startswith("art_")
+    assert ref.artifact_id in text
+    assert ref.bytes == len(data) and ref.lines == line_count(data)
+    assert ref.sha256 == hashlib.sha256(data).hexdigest()
+    return text
+
+
+# -- process(): pass-through and budgets ----------------------------------------------------------
+
+
+def test_results_within_budget_come_back_as_the_same_object_without_touching_the_store(tmp_path):
+    path = tmp_path / "never-created.db"
+    off = Offloader(f"sqlite:///{path}")
+    source = (STDLIB / "this.py").read_text()
+    small = [
+        source, source.encode(), bytearray(source.encode()), "", b"",
+        {"files": stdlib_files()[:20]}, stdlib_files()[:20],
+        subprocess.run(["head", "-5", str(STDLIB / "this.py")], capture_output=True),
+        {"stdout": source, "stderr": "", "exit_code": 0},
+        (source, "warning: deprecated", 0),
+    ]
+    for value in small:
+        assert off.process("bash", value) is value
+        assert off.process("some_unknown_tool", value) is value
+    assert off.process("grep", None) is None
+    assert not path.exists(), "a pass-through must not open (or create) the store"
+
+
+def test_budget_per_tool_through_aliases(sqlite_url):
+    off = Offloader(sqlite_url)
+    six_k = text_with_tokens(off, 6000)  # over default/grep/glob, within read
+    for tool in ("cat", "read_file", "read_text_file", "read"):
+        assert off.process(tool, six_k) is six_k, tool
+    for tool in ("grep", "rg", "find", "glob", "some_unknown_tool"):
+        assert isinstance(off.process(tool, six_k), Reference), tool
+
+    three_k = text_with_tokens(off, 3000)  # over glob (2,000), within grep and the default (4,000)
+    for tool in ("rg", "grep", "search_code", "some_unknown_tool"):
+        assert off.process(tool, three_k) is three_k, tool
+    for tool in ("find", "glob", "list_files"):
+        assert isinstance(off.process(tool, three_k), Reference), tool
+
+    # shell: 6,000 for stdout and 2,000 for stderr, each on its own
+    five_k, one_k = text_with_tokens(off, 5000), text_with_tokens(off, 1000)
+    seven_k = text_with_tokens(off, 7000)
+    for tool in ("bash", "sh", "exec", "run_command"):
+        fits = {"stdout": five_k, "stderr": one_k, "exit_code": 1}
+        assert off.process(tool, fits) is fits, tool
+        assert isinstance(off.process(tool, {"stdout": seven_k, "stderr": "", "exit_code": 0}), Reference)
+        assert isinstance(off.process(tool, {"stdout": "", "stderr": three_k, "exit_code": 2}), Reference)
+    # the same shell result under an unknown name gets the default 4,000 for stdout
+    assert isinstance(off.process("mystery", {"stdout": five_k, "stderr": "", "exit_code": 0}), Reference)
+
+
+def test_budgets_overridden_in_code(sqlite_url):
+    plain = Offloader(sqlite_url)
+    two_k = text_with_tokens(plain, 2000)
+    assert plain.process("my_search_v2", two_k) is two_k  # unknown name: the default 4,000
+
+    off = Offloader(sqlite_url, limits={"grep": 1000, "read": 20_000}, aliases={"my_search*": "grep"})
+    assert isinstance(off.process("my_search_v2", two_k), Reference)
+    assert isinstance(off.process("rg", two_k), Reference)
+    ten_k = text_with_tokens(off, 10_000)
+    assert off.process("cat", ten_k) is ten_k
+    assert off.process("glob", text_with_tokens(off, 1500)) is not None  # others keep their defaults
+    assert off.settings.limit_for("find") == 2000
+
+
+def test_budgets_from_the_environment(sqlite_url, monkeypatch):
+    monkeypatch.setenv("OFFLOAD_LIMIT_GREP", "1000")
+    monkeypatch.setenv("OFFLOAD_LIMIT_READ", "20000")
+    off = Offloader(sqlite_url)
+    two_k, ten_k = text_with_tokens(off, 2000), text_with_tokens(off, 10_000)
+    assert isinstance(off.process("rg", two_k), Reference)
+    assert off.process("cat", ten_k) is ten_k
+    # code beats the environment
+    assert Offloader(sqlite_url, limits={"grep": 4000}).process("rg", two_k) is two_k
+    # a tool of one's own, by its own name
+    assert Offloader(sqlite_url).process("fetch_page", two_k) is two_k
+    monkeypatch.setenv("OFFLOAD_LIMIT_FETCH_PAGE", "500")
+    assert isinstance(Offloader(sqlite_url).process("fetch_page", two_k), Reference)
+
+
+def test_budgets_from_a_toml_config_file(sqlite_url, tmp_path, monkeypatch, real_count):
+    config = tmp_path / "offload.toml"
+    config.write_text('reference_tokens = 400\n\n[limits]\nglob = 500\n\n[aliases]\n"ls_*" = "glob"\n')
+    monkeypatch.setenv("OFFLOAD_CONFIG", str(config))
+    off = Offloader(sqlite_url)
+    one_k = text_with_tokens(off, 1000)
+    ref = off.process("ls_tree", one_k)
+    assert_reference(ref, one_k.encode(), real_count, budget=400)
+    assert off.process("grep", one_k) is one_k
+    # the environment beats the file, code beats both
+    monkeypatch.setenv("OFFLOAD_LIMIT_GLOB", "3000")
+    assert Offloader(sqlite_url).process("ls_tree", one_k) is one_k
+    assert isinstance(Offloader(sqlite_url, limits={"glob": 100}).process("ls_tree", one_k), Reference)
+
+
+def test_config_file_in_the_project_store_is_found(sqlite_url, tmp_path, monkeypatch):
+    project = tmp_path / "project"
+    (project / ".offload").mkdir(parents=True)
+    (project / ".offload" / "config.toml").write_text("[limits]\ngrep = 100\n")
+    (project / "src" / "deep").mkdir(parents=True)
+    monkeypatch.chdir(project / "src" / "deep")
+    off = Offloader(sqlite_url)
+    assert off.settings.limit_for("rg") == 100
+
+
+def test_window_tokens_caps_every_result_at_30_percent(sqlite_url, real_count):
+    off = Offloader(sqlite_url, window_tokens=10_000)
+    assert off.settings.limit_for("cat") == 3000 and off.settings.limit_for("bash") == 3000
+    five_k = text_with_tokens(off, 5000)
+    ref = off.process("cat", five_k)
+    assert_reference(ref, five_k.encode(), real_count)
+    assert Offloader(sqlite_url, window_tokens=200_000).process("cat", five_k) is five_k
+
+
+# -- the decorator --------------------------------------------------------------------------------
+
+
+def test_decorator_wraps_sync_and_async_tools_identically(sqlite_url, real_count):
+    off = Offloader(sqlite_url)
+
+    @off.tool
+    def grep(pattern: str, path: str, context: int = 0) -> str:
+        """Search files."""
+        return subprocess.run(["grep", "-rn", "--include=*.py", pattern, path], capture_output=True,
+                              text=True).stdout
+
+    @off.tool(name="grep", session="s1")
+    async def agrep(pattern: str, path: str, context: int = 0) -> str:
+        proc = await asyncio.create_subprocess_exec("grep", "-rn", "--include=*.py", pattern, path,
+                                                    stdout=asyncio.subprocess.PIPE)
+        out, _ = await proc.communicate()
+        return out.decode()
+
+    assert grep.__name__ == "grep" and grep.__doc__ == "Search files."
+    assert asyncio.iscoroutinefunction(agrep)
+    path = str(STDLIB / "email")
+    sync_ref = grep("def ", path)
+    async_ref = asyncio.run(agrep("def ", path))
+    for ref in (sync_ref, async_ref):
+        assert isinstance(ref, Reference) and ref.kind == "grep"
+        assert real_count(ref.render()) <= REFERENCE_TOKENS
+        assert off.get(ref.artifact_id)["args"] == {"pattern": "def ", "path": path, "context": 0}
+        assert off.get(ref.artifact_id)["tool"] == "grep"
+    assert sync_ref.sha256 == async_ref.sha256 and sync_ref.bytes == async_ref.bytes
+    assert sync_ref.artifact_id != async_ref.artifact_id  # each call is its own artifact
+    assert off.get(async_ref.artifact_id)["session"] == "s1"
+    assert raw(off, sync_ref.artifact_id) == raw(off, async_ref.artifact_id)
+
+    # a small result passes through both unchanged
+    small_sync = grep("def __init_subclass__", str(STDLIB / "email"))
+    small_async = asyncio.run(agrep("def __init_subclass__", str(STDLIB / "email")))
+    assert isinstance(small_sync, str) and small_sync == small_async
+
+
+# -- Done when: a real multi-MB grep and a real multi-MB JSON, on every backend ---------------------
+
+
+def test_done_when_a_multi_mb_grep_becomes_a_small_exact_reference(off, store_url, real_count):
+    out = grep_output()
+    ref = off.process("grep", out, args={"pattern": "def ", "path": str(STDLIB)})
+    text = assert_reference(ref, out, real_count)
+    assert real_count(text) < 1000
+    assert ref.kind == "grep"
+    assert f"{len(out):,} bytes" in text and f"{line_count(out):,} lines" in text
+    row = off.get(ref.artifact_id)
+    assert (row["bytes"], row["lines"], row["sha256"]) == (len(out), line_count(out), ref.sha256)
+    assert raw(off, ref.artifact_id) == out
+    off.close()  # a DuckDB file admits one process at a time: let the CLI have it
+    assert cli_cat(store_url, ref.artifact_id) == out
+
+
+def test_done_when_every_hint_of_a_multi_mb_json_runs_from_a_fresh_process(off, store_url, real_count, tmp_path):
+    data = stdlib_json()
+    ref = off.process("api_dump", data)
+    assert_reference(ref, data, real_count)
+    assert ref.kind == "json" and ref.shape and ref.items == len(json.loads(data)["modules"])
+    hints = [h["jmespath"] for h in ref.hints]
+    assert len(hints) >= 2, ref.render()
+    for hint in hints:
+        assert hint in ref.render()
+
+    expected = []
+    for hint in hints:
+        answer = off.query_artifact(ref.artifact_id, jmespath=hint)
+        if "result" in answer:
+            expected.append(answer["result"])
+        else:  # too big to show inline: it became a derived artifact holding the whole result
+            expected.append(json.loads(raw(off, answer["artifact_id"])))
+    original = tmp_path / "original.json"
+    original.write_bytes(data)
+    script = ("import json, sys, jmespath\n"
+              "doc = json.load(open(sys.argv[1]))\n"
+              "print(json.dumps([jmespath.search(h, doc) for h in json.loads(sys.argv[2])]))\n")
+    done = subprocess.run([sys.executable, "-c", script, str(original), json.dumps(hints)], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    fresh = json.loads(done.stdout)
+    for hint, got, want in zip(hints, fresh, expected, strict=True):
+        assert got not in (None, [], {}, ""), f"hint {hint!r} finds nothing"
+        assert got == json.loads(json.dumps(want)), f"hint {hint!r}: query_artifact disagrees with jmespath"
+
+
+# -- the whole reference within reference_tokens, for every kind -----------------------------------
+
+
+def _table_rows() -> list[dict]:
+    return stdlib_files()[:12_000]
+
+
+def _csv_bytes() -> bytes:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(_table_rows()[0]), lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(_table_rows())
+    return buffer.getvalue().encode()
+
+
+KINDS = {
+    "text-log": ("build", build_log, "text"),
+    "grep": ("rg", lambda: subprocess.run(["grep", "-rn", "self", str(STDLIB / "email")], capture_output=True,
+                                          check=True).stdout, "grep"),
+    "json": ("http_get", lambda: json.dumps({"count": len(_table_rows()), "files": _table_rows()}).encode(), "json"),
+    "ndjson": ("logs", lambda: "".join(json.dumps(row) + "\n" for row in _table_rows()).encode(), "ndjson"),
+    "csv": ("export", _csv_bytes, "csv"),
+    "binary": ("download", lambda: (STDLIB / "idlelib" / "Icons" / "idle_256.png").read_bytes() * 4, "binary"),
+}
+
+
+@pytest.mark.parametrize("name", list(KINDS))
+def test_reference_fits_its_budget_for_every_kind(sqlite_url, real_count, name):
+    off = Offloader(sqlite_url)
+    tool, make, kind = KINDS[name]
+    data = make()
+    ref = off.process(tool, data)
+    text = assert_reference(ref, data, real_count)
+    assert ref.kind == kind
+    assert raw(off, ref.artifact_id) == data
+    if kind == "text":  # the error at the end of the log is in the preview's tail
+        assert ref.preview.rstrip().endswith("error: build FAILED with exit code 1")
+        assert "No space left on device" in ref.preview
+        assert "[000000] compiling" in ref.preview  # and the head
+    if kind in ("json", "ndjson", "csv"):
+        assert ref.shape is not None
+    if kind == "binary":
+        assert ref.content_type == "image/png"
+        assert f"{len(data):,} bytes" in text and ref.sha256[:16] in text and "image/png" in text
+        assert "\ufffd" not in text and "IHDR" not in text  # no bytes shown, not even mangled
+
+
+def test_shell_huge_stdout_keeps_a_short_stderr_error_and_the_exit_code(sqlite_url, real_count):
+    off = Offloader(sqlite_url)
+    done = subprocess.run(f"cat {STDLIB}/*.py; echo 'fatal: unable to read config: Permission denied' >&2; exit 3",
+                          shell=True, capture_output=True)
+    assert done.returncode == 3 and len(done.stdout) > 1_000_000
+    ref = off.process("bash", done)
+    text = assert_reference(ref, done.stdout, real_count)
+    assert ref.kind == "shell" and ref.exit_code == 3
+    assert "Exit code: 3" in text
+    assert "fatal: unable to read config: Permission denied" in text
+    assert ref.stderr_artifact_id is None  # short: it travels whole in the reference
+    assert raw(off, ref.artifact_id) == done.stdout
+    meta = off.get(ref.artifact_id)["meta"]
+    assert meta["exit_code"] == 3 and meta["stderr_bytes"] == len(done.stderr)
+
+
+def test_shell_huge_stderr_is_stored_as_a_second_artifact(sqlite_url, real_count):
+    off = Offloader(sqlite_url)
+    done = subprocess.run(f"cat {STDLIB}/a*.py >&2; echo built 3 targets; exit 1", shell=True, capture_output=True)
+    assert len(done.stderr) > 100_000
+    ref = off.process("bash", (done.stdout.decode(), done.stderr.decode(), done.returncode))
+    text = assert_reference(ref, done.stdout, real_count)
+    assert ref.exit_code == 1 and "Exit code: 1" in text and "built 3 targets" in text
+    assert ref.stderr_artifact_id and ref.stderr_artifact_id in text
+    assert raw(off, ref.stderr_artifact_id) == done.stderr
+    assert raw(off, ref.artifact_id) == done.stdout
+    assert off.get(ref.stderr_artifact_id)["tool"] == "bash:stderr"
+    assert off.get(ref.artifact_id)["meta"]["stderr_artifact_id"] == ref.stderr_artifact_id
+
+
+# -- bad input: a correct reference or a pass-through, never a crash, never lost bytes ----------------
+
+
+def _huge_single_line_json() -> bytes:
+    files = stdlib_files()
+    one = len(json.dumps(files))
+    # the same listing taken again and again (a watcher's log of snapshots), past 30 MB in one line
+    doc = {"root": str(STDLIB), "snapshots": [{"seq": i, "files": files} for i in range(30_000_000 // one + 1)]}
+    data = json.dumps(doc).encode()
+    assert len(data) >= 30_000_000 and b"\n" not in data
+    return data
+
+
+def _truncated_json() -> bytes:
+    data = json.dumps({"files": _table_rows()}, indent=1).encode()
+    return data[: len(data) * 2 // 3]
+
+
+def _nan_json() -> bytes:
+    rows = [{"path": f["path"], "ratio": (f["bytes"] / f["mtime"] if f["bytes"] else float("nan"))}
+            for f in _table_rows()]
+    data = json.dumps({"files": rows}).encode()
+    assert b"NaN" in data
+    return data
+
+
+BAD = {
+    "invalid-utf8": ("cat", invalid_utf8_text, "text"),
+    "30MB-single-line-json": ("http_get", _huge_single_line_json, "json"),
+    "nested-20000-deep": ("http_get", lambda: b"[" * 20_000 + b"]" * 20_000, "text"),
+    "nested-objects-20000-deep": ("http_get", lambda: b'{"a":' * 20_000 + b"1" + b"}" * 20_000, "text"),
+    "truncated-json": ("http_get", _truncated_json, "text"),
+    "nan-in-json": ("http_get", _nan_json, "json"),
+    "3MB-binary": ("download", dynload_binary, "binary"),
+}
+
+
+@pytest.mark.parametrize("name", list(BAD))
+def test_bad_input_gets_a_correct_reference_and_loses_no_byte(sqlite_url, real_count, name):
+    off = Offloader(sqlite_url)
+    tool, make, kind = BAD[name]
+    data = make()
+    ref = off.process(tool, data)
+    text = assert_reference(ref, data, real_count)
+    assert ref.kind == kind
+    assert raw(off, ref.artifact_id) == data
+    # and through `offload cat`: in-process here, and for the binary also in a fresh process
+    result = CliRunner().invoke(app, ["--url", sqlite_url, "cat", ref.artifact_id])
+    assert result.exit_code == 0 and result.stdout_bytes == data
+    if kind == "binary":
+        assert cli_cat(sqlite_url, ref.artifact_id) == data
+    if name == "invalid-utf8":
+        assert any("invalid UTF-8" in note for note in ref.notes)
+    if name.startswith("nested"):
+        assert any("nested deeper" in note for note in ref.notes)
+    if name == "truncated-json":
+        assert any("does not parse" in note for note in ref.notes)
+    if name == "nan-in-json":
+        first = ref.hints[0]["jmespath"]
+        assert off.query_artifact(ref.artifact_id, jmespath=first)["result"]
+    if name == "3MB-binary":
+        assert "\x7fELF" not in text and "\ufffd" not in text
+
+
+def test_grep_preview_shows_at_most_grep_max_lines(sqlite_url, real_count):
+    data = subprocess.run(["grep", "-rn", "self", str(STDLIB / "email")], capture_output=True).stdout
+    shown = {}
+    for limit in (3, 200):
+        ref = Offloader(sqlite_url, grep_max_lines=limit).process("grep", data)
+        assert_reference(ref, data, real_count)
+        shown[limit] = sum(1 for line in ref.preview.splitlines() if line.startswith(str(STDLIB / "email")))
+    assert 0 < shown[3] <= 3 < shown[200]
+
+
+def test_small_and_empty_inputs_pass_through(sqlite_url):
+    off = Offloader(sqlite_url)
+    for value in (None, b"", "", b"\x00\x01\x02", "\udcff\udcfe", b"\xff\xfe\xfa"):
+        assert off.process("tool", value) is value
+
+
+def test_a_string_with_escaped_bytes_is_stored_as_those_bytes(sqlite_url, real_count):
+    """A str decoded with errors="surrogateescape" (os.fsdecode, subprocess) holds bytes that were not
+    UTF-8; storing it must give back those bytes, not a 3-byte encoding of each escape."""
+    off = Offloader(sqlite_url)
+    data = invalid_utf8_text()
+    text = data.decode("utf-8", errors="surrogateescape")
+    ref = off.process("cat", text)
+    assert_reference(ref, data, real_count)
+    assert raw(off, ref.artifact_id) == data
+    assert ref.kind == "text"
+
+
+def test_put_stores_empty_content(off):
+    ref = off.put(b"", tool="cat")
+    assert ref.bytes == 0 and ref.lines == 0 and raw(off, ref.artifact_id) == b""
+
+
+def test_an_object_that_cannot_be_rendered_does_not_crash(sqlite_url):
+    class Opaque:
+        def __repr__(self):
+            raise RuntimeError("no repr for you")
+
+    off = Offloader(sqlite_url)
+    out = off.process("tool", [Opaque()] * 3)
+    assert isinstance(out, Reference) and not out.stored
+    assert "NOT" in out.render() and "no repr for you" in out.render()
+
+
+# -- fail open: a store that cannot take it still gives a bounded, honest preview -------------------
+
+
+def assert_unstored(out, data: bytes, real_count, why: str) -> str:
+    assert isinstance(out, Reference), f"expected a Reference, got {type(out).__name__}"
+    assert out.stored is False and out.artifact_id is None
+    text = out.render()
+    assert real_count(text) <= REFERENCE_TOKENS, text
+    assert "could NOT be stored" in text and why.lower() in text.lower(), text
+    assert "not retrievable" in text
+    assert "fetch_slice" not in text and "query_artifact" not in text  # no calls that cannot work
+    assert out.bytes == len(data) and out.lines == line_count(data)
+    # head and tail: the first line and the error at the end
+    assert out.preview.startswith("[000000] compiling")
+    assert out.preview.rstrip().endswith("error: build FAILED with exit code 1")
+    return text
+
+
+def test_fail_open_over_quota_with_pinned_content(tmp_path, real_count):
+    off = Offloader(f"sqlite:///{tmp_path / 'q.db'}", quota_bytes=200_000)
+    keep = off.put((STDLIB / "typing.py").read_bytes(), tool="cat")
+    off.pin(keep.artifact_id)
+    data = build_log()
+    out = off.process("build", data)
+    assert_unstored(out, data, real_count, "quota")
+    rows, _ = off.list()
+    assert [r["id"] for r in rows] == [keep.artifact_id]  # gc could not evict the pinned one
+    with pytest.raises(StoreError, match="quota"):
+        off.put(data, tool="build")  # put() does not fail open: it says why
+
+
+def test_fail_open_when_another_connection_holds_the_sqlite_store(tmp_path, real_count):
+    path = tmp_path / "locked.db"
+    off = Offloader(f"sqlite:///{path}", busy_timeout=0.2)
+    data = build_log()
+    off.store  # noqa: B018 - open and migrate first: the lock is on a working store
+    holder = sqlite3.connect(path, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        started = time.monotonic()
+        out = off.process("build", data)
+        assert time.monotonic() - started < 10
+        assert_unstored(out, data, real_count, "locked")
+        fresh = Offloader(f"sqlite:///{path}", busy_timeout=0.2)  # locked before it ever opened the store
+        assert_unstored(fresh.process("build", data), data, real_count, "locked")
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    stored = off.process("build", data)  # the lock is gone: stored again
+    assert stored.stored and raw(off, stored.artifact_id) == data
+
+
+def test_fail_open_shell_result_leaves_no_stderr_artifact_behind(tmp_path, real_count):
+    off = Offloader(f"sqlite:///{tmp_path / 'q.db'}", quota_bytes=400_000)
+    done = subprocess.run(f"cat {STDLIB}/a*.py >&2; cat {STDLIB}/*.py; exit 2", shell=True, capture_output=True)
+    assert len(done.stderr) < 400_000 < len(done.stdout)  # stderr alone would fit the quota; stdout cannot
+    out = off.process("bash", done)
+    assert isinstance(out, Reference) and out.stored is False and "quota" in out.error
+    text = out.render()
+    assert real_count(text) <= REFERENCE_TOKENS and "Exit code: 2" in text and "could NOT be stored" in text
+    assert out.stderr_artifact_id is None and "stored whole" not in text
+    assert off.list()[0] == []  # the stderr artifact it stored first is gone again
+    assert off.gc().total_bytes == 0
+
+
+@pytest.mark.parametrize("where", ["under-a-regular-file", "in-proc"])
+def test_fail_open_when_the_store_path_cannot_be_written(tmp_path, real_count, where):
+    if where == "under-a-regular-file":
+        blocker = tmp_path / "not-a-dir"
+        blocker.write_text("a regular file\n")
+        url, why = f"sqlite:///{blocker / 'store' / 'store.db'}", "not a directory"
+    else:
+        url, why = "sqlite:////proc/offload-cannot-write-here/store.db", "No such file or directory"
+    off = Offloader(url)
+    data = build_log()
+    out = off.process("build", data)
+    assert_unstored(out, data, real_count, why)
+
+
+# -- retention: shared content, delete, expiry, pins -----------------------------------------------
+
+
+def test_shared_content_survives_deleting_one_artifact(off):
+    data = (STDLIB / "typing.py").read_bytes()
+    first = off.put(data, tool="cat", session="a")
+    second = off.put(data, tool="read_file", session="b")
+    assert first.artifact_id != second.artifact_id and first.sha256 == second.sha256
+    off.delete(first.artifact_id)
+    with pytest.raises(ArtifactExpired, match="deleted"):
+        off.get(first.artifact_id)
+    assert raw(off, second.artifact_id) == data
+    assert off.verify() == []
+    off.delete(second.artifact_id)
+    assert not off.store.has_content(first.sha256)  # the last user is gone: so is the content
+
+
+def test_expired_says_expired_even_after_gc_and_pins_keep(store_url):
+    with Offloader(store_url, ttl_days=1 / 86_400 / 10) as off:  # a tenth of a second
+        data = (STDLIB / "typing.py").read_bytes()
+        gone = off.put(data, tool="cat")
+        pinned = off.put((STDLIB / "abc.py").read_bytes() * 20, tool="cat")
+        off.pin(pinned.artifact_id)
+        time.sleep(0.3)
+        with pytest.raises(ArtifactExpired, match="expired"):
+            off.get(gone.artifact_id)
+        report = off.gc()
+        assert report.expired == 1 and report.contents_removed == 1
+        with pytest.raises(ArtifactExpired, match="expired"):
+            list(off.iter_raw(gone.artifact_id))
+        assert not off.store.has_content(gone.sha256)
+        assert raw(off, pinned.artifact_id) == (STDLIB / "abc.py").read_bytes() * 20
+        assert [r["id"] for r in off.list()[0]] == [pinned.artifact_id]
+
+
+# -- bugs found here in code owned elsewhere (strict xfail: they fail today, and flag when fixed) -----
+
+
+@pytest.mark.xfail(strict=True, reason="offload/tokens.py: estimate_tokens undercounts runs of one character "
+                   "(brackets, 'é', 'abab' under cl100k) 2-5x, below its promised -10%")
+@pytest.mark.parametrize("text", ["[" * 2000, "]" * 2000, "é" * 2000, "ab" * 1000])
+def test_token_estimate_is_within_10_percent_of_real_tokenizers_on_repetitive_text(text):
+    from offload.tokens import estimate_tokens, exact_tokenizer
+
+    real = max(exact_tokenizer("o200k_base")(text), exact_tokenizer("cl100k_base")(text))
+    assert estimate_tokens(text) >= 0.9 * real
+
+
+@pytest.mark.xfail(strict=True, reason="offload/tokens.py: the undercounted estimate lets a result twice over "
+                   "its tool's budget (by the real tokenizer) into the context unchanged")
+def test_a_result_over_budget_by_the_real_count_is_not_passed_through(sqlite_url, real_count):
+    off = Offloader(sqlite_url)
+    deep = "[" * 8000 + "]" * 8000  # JSON nested 8,000 deep: 8,000 real tokens against grep's 4,000
+    assert real_count(deep) >= 2 * off.settings.limit_for("grep")
+    assert isinstance(off.process("grep", deep), Reference)
+
+
+def test_a_log_with_thousands_separators_is_text_not_csv():
+    from offload.content import detect
+
+    log = "\n".join(f"[{i:06d}] compiling {f['path']} ({f['bytes']:,} bytes) ... ok"
+                    for i, f in enumerate(stdlib_files()) if 1000 <= f["bytes"] < 1_000_000).encode()
+    assert detect(log, "build").kind == "text"
+
+
+def test_a_store_path_under_a_regular_file_raises_store_error(tmp_path):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    with pytest.raises(StoreError):
+        Offloader(f"sqlite:///{blocker / 'store.db'}").store  # noqa: B018
