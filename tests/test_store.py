@@ -278,7 +278,7 @@ count = 0
 def insert_then_die():
     global count
     count += 1
-    if count == 20:  # halfway through the chunks: die without any cleanup
+    if count == 3:  # partway through the chunk batches: die without any cleanup
         os.kill(os.getpid(), 9)
     return real_insert()
 store_module.chunks.insert = insert_then_die

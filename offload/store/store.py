@@ -137,28 +137,33 @@ class Store:
 
     def _insert_content(self, conn: Connection, data: bytes | Iterable[bytes], sha256: str,
                         item_index: ItemIndex | None) -> ContentInfo:
-        blocks = [data] if isinstance(data, (bytes, bytearray, memoryview)) else data
+        whole = isinstance(data, (bytes, bytearray, memoryview))
+        if whole and self.quota_bytes is not None:
+            self._check_quota(conn, len(data))  # before writing anything, when the size is known
         size = chars = newlines = count = 0
         last = b""
-        digest = hashlib.sha256()
-        for chunk in chunk_stream((bytes(b) for b in blocks), CHUNK_SIZE):
-            conn.execute(chunks.insert().values(
-                sha256=sha256, seq=chunk.seq, byte_start=chunk.byte_start, char_start=chunk.char_start,
-                line_start=chunk.line_start, data=chunk.data))
-            digest.update(chunk.data)
+        # bytes in memory were hashed by the caller and cannot change; a stream is hashed as it is stored
+        digest = None if whole else hashlib.sha256()
+        batch: list[dict] = []
+        for chunk in chunk_stream([bytes(data)] if whole else (bytes(b) for b in data), CHUNK_SIZE):
+            batch.append({"sha256": sha256, "seq": chunk.seq, "byte_start": chunk.byte_start,
+                          "char_start": chunk.char_start, "line_start": chunk.line_start, "data": chunk.data})
+            if len(batch) == 8:  # executemany in batches of 8 MiB: fewer round trips, bounded memory
+                conn.execute(chunks.insert(), batch)
+                batch = []
+            if digest is not None:
+                digest.update(chunk.data)
             size += len(chunk.data)
             chars += chunk.chars
             newlines += chunk.newlines
             count += 1
             last = chunk.data[-1:]
-        if digest.hexdigest() != sha256:
+        if batch:
+            conn.execute(chunks.insert(), batch)
+        if digest is not None and digest.hexdigest() != sha256:
             raise StoreError("content changed while it was being stored (sha256 mismatch); nothing was stored")
-        if self.quota_bytes is not None:
-            used = self.total_bytes(conn)
-            if used + size > self.quota_bytes:
-                raise QuotaExceeded(
-                    f"storing {size:,} bytes would take the store to {used + size:,} bytes, over its quota of "
-                    f"{self.quota_bytes:,} (run `offload gc`, or raise OFFLOAD_QUOTA_BYTES)")
+        if self.quota_bytes is not None and not whole:
+            self._check_quota(conn, size)
         if item_index is not None:
             for block, blob in item_index.blocks():
                 conn.execute(item_blocks.insert().values(sha256=sha256, block=block, data=blob))
@@ -169,6 +174,13 @@ class Store:
             sha256=sha256, bytes=info.bytes, chars=info.chars, lines=info.lines, chunk_count=count,
             items=info.items, items_path=info.items_path, created_at=utcnow()))
         return info
+
+    def _check_quota(self, conn: Connection, size: int) -> None:
+        used = self.total_bytes(conn)
+        if used + size > self.quota_bytes:
+            raise QuotaExceeded(
+                f"storing {size:,} bytes would take the store to {used + size:,} bytes, over its quota of "
+                f"{self.quota_bytes:,} (run `offload gc`, or raise OFFLOAD_QUOTA_BYTES)")
 
     # -- reading metadata -------------------------------------------------------------------
 
