@@ -83,7 +83,7 @@ class Reference:
         if self.kind == "binary":
             size = f"{_n(self.bytes)} bytes, {self.content_type}, sha256 {self.sha256[:16]}…"
         else:
-            size = f"{_n(self.bytes)} bytes, {_n(self.lines)} lines, {_n(self.chars)} chars"
+            size = f"{_n(self.bytes)} bytes, {_n(self.lines)} line{'' if self.lines == 1 else 's'}, {_n(self.chars)} chars"
             if self.items is not None:
                 size += f", {_n(self.items)} items" + (f" at `{self.items_path}`" if self.items_path else "")
             size += f", {tokens}"

@@ -20,7 +20,7 @@ BACKENDS = ["sqlite", "duckdb", "postgresql"]
 def isolated_env(tmp_path, monkeypatch):
     """No OFFLOAD_* from the developer's shell, a private home, and a working dir with no .offload/."""
     for key in list(os.environ):
-        if key.startswith("OFFLOAD_") and key not in ("OFFLOAD_REQUIRE_POSTGRES", "OFFLOAD_TEST_PG"):
+        if key.startswith("OFFLOAD_") and key not in ("OFFLOAD_REQUIRE_POSTGRES", "OFFLOAD_REQUIRE_BROWSER", "OFFLOAD_TEST_PG"):
             monkeypatch.delenv(key)
     home = tmp_path / "home"
     home.mkdir()

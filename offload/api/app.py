@@ -73,7 +73,7 @@ def error_response(status: int, code: str, message: str) -> JSONResponse:
 def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
     """The API and the web page over `off` (its namespace is the default for requests)."""
     from .routes import router
-    from .web import web_router
+    from .web import mount_static, web_router
 
     config = config or ApiConfig()
     app = FastAPI(title="offload", version="0.1.0",
@@ -116,6 +116,7 @@ def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
 
     app.include_router(router)
     app.include_router(web_router)
+    mount_static(app)
     return app
 
 
