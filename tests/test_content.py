@@ -16,7 +16,6 @@ import time
 import zipfile
 import zlib
 
-import bpe_openai
 import jmespath
 import orjson
 import pytest
@@ -25,19 +24,7 @@ from hypothesis import strategies as st
 
 from offload.content import Detected, build_preview, detect, parse_json
 
-_encoding = bpe_openai.get_encoding("o200k_base")
-
-
-def o200k(text: str) -> int:
-    return len(_encoding.encode(text, disallowed_special=()))
-
-
-def crude(text: str) -> int:
-    return len(text) // 3 + 1
-
-
-COUNTERS = [pytest.param(o200k, id="o200k"), pytest.param(crude, id="crude")]
-BUDGETS = [100, 300, 800, 2000]
+from counting import BUDGETS, COUNTERS, crude, o200k  # noqa: E402,F401
 
 
 def real_png(width: int = 640, height: int = 480) -> bytes:

@@ -16,24 +16,11 @@ import traceback
 from collections import Counter
 from pathlib import Path
 
-import bpe_openai
 import pytest
 
 from offload.content import build_preview, detect, render_shape
 
-_encoding = bpe_openai.get_encoding("o200k_base")
-
-
-def o200k(text: str) -> int:
-    return len(_encoding.encode(text, disallowed_special=()))
-
-
-def crude(text: str) -> int:
-    return len(text) // 3 + 1
-
-
-COUNTERS = [pytest.param(o200k, id="o200k"), pytest.param(crude, id="crude")]
-BUDGETS = [100, 300, 800, 2000]
+from counting import BUDGETS, COUNTERS, crude, o200k  # noqa: E402,F401
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
 _MARKER = re.compile(r"… \[([\d,]+) lines? omitted: ([\d,]+)–([\d,]+)(?:;[^\]]*)?\] …")
 

@@ -14,6 +14,7 @@ from typing import Any, Callable, Iterator
 
 import numpy as np
 
+from ..content.lines import clip_to_budget
 from ..errors import InvalidArgument, StoreError
 from ..store import Store
 
@@ -66,15 +67,8 @@ class Page:
 
 
 def fit_chars(text: str, budget: int, count: Callable[[str], int]) -> int:
-    """The longest prefix length of `text` within `budget` tokens (binary search on the counter)."""
-    lo, hi = 0, len(text)
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if count(text[:mid]) <= budget:
-            lo = mid
-        else:
-            hi = mid - 1
-    return max(lo, 1) if text else 0
+    """The longest prefix length of `text` within `budget` tokens, at least one character (progress)."""
+    return max(len(clip_to_budget(text, budget, count)), 1) if text else 0
 
 
 class Slicer:
