@@ -439,7 +439,7 @@ def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; off loopb
     run(state.off, host=host, port=port, tokens=tokens)
 
 
-@app.command("proxy", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})
+@app.command("proxy")
 def proxy(command: Optional[list[str]] = typer.Argument(None, help="The upstream MCP server's command, after --."),
           upstream_url: Optional[str] = typer.Option(None, "--upstream-url",
                                                      help="A streamable-HTTP MCP server to front instead of a command."),

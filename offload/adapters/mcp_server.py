@@ -1,0 +1,165 @@
+"""`offload mcp`: fetch_slice and query_artifact for any MCP client, over stdio or streamable HTTP.
+
+Built on the official `mcp` SDK's low-level Server, so each tool declares exactly offload's JSON Schemas
+(input and output) and every call goes through the same dispatch as the other adapters: text content
+plus structuredContent matching the outputSchema. Over HTTP a non-loopback address needs a token, and a
+loopback one checks Host and Origin, so a web page cannot reach the store through DNS rebinding.
+"""
+
+from __future__ import annotations
+
+import hmac
+import ipaddress
+import json
+import sys
+from typing import TYPE_CHECKING, Any, Iterable
+
+from ..errors import InvalidArgument
+from .toolpack import ToolPack
+
+if TYPE_CHECKING:
+    from mcp.server.lowlevel import Server
+
+    from ..offloader import Offloader
+
+INSTRUCTIONS = ("offload stores tool results too large for the context and shows a reference naming an "
+                "artifact id (art_…). Read any part with fetch_slice (pages of lines, chars, bytes or JSON items; "
+                "offset=-40 reads the end) and extract with query_artifact (JMESPath, grep, SQL).")
+MIN_TOKEN_CHARS = 16
+_LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
+
+
+def build_server(off: "Offloader", *, session: str | None = None) -> "Server":
+    """An MCP server (not yet running) serving the companion tools of `off`."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from mcp import types
+    from mcp.server.lowlevel import Server
+
+    pack = ToolPack(off, session=session)
+    listed = [types.Tool(name=t.name, description=t.description, input_schema=t.parameters,
+                         output_schema=t.output_schema,
+                         annotations=types.ToolAnnotations(read_only_hint=True, destructive_hint=False,
+                                                           idempotent_hint=True, open_world_hint=False))
+              for t in pack]
+    schemas = {t.name: t.parameters for t in pack}
+
+    async def list_tools(_ctx: Any, _params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=listed)
+
+    async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        out = await pack.acall(params.name, params.arguments or {})
+        return types.CallToolResult(content=[types.TextContent(type="text", text=out.text)],
+                                    structured_content=out.structured, is_error=out.is_error)
+
+    try:
+        offload_version = version("offload")
+    except PackageNotFoundError:  # pragma: no cover - running from a source tree
+        offload_version = "0"
+    return Server("offload", version=offload_version, instructions=INSTRUCTIONS,
+                  get_tool_input_schema=schemas.get, on_list_tools=list_tools, on_call_tool=call_tool)
+
+
+# -- running ----------------------------------------------------------------------------------------
+
+
+def serve(off: "Offloader", *, http: bool = False, host: str = "127.0.0.1", port: int = 8765,
+          token: str | None = None, allowed_origins: Iterable[str] = ()) -> None:
+    """The body of `offload mcp`: serve over stdio until the client closes it, or over HTTP until stopped."""
+    if http:
+        check_http_options(host, token)  # before anything is imported or opened
+    try:
+        import anyio
+    except ImportError as exc:  # pragma: no cover - depends on the installation
+        raise ImportError("the MCP SDK is not installed: pip install 'offload[mcp]'") from exc
+    server = build_server(off)
+    if not http:
+        anyio.run(_serve_stdio, server)
+        return
+    import uvicorn
+
+    app = HttpGuard(server.streamable_http_app(streamable_http_path="/mcp", host=host),
+                    host=host, port=port, token=token, allowed_origins=allowed_origins)
+    shown = f"[{host}]" if ":" in host else host
+    print(f"offload MCP server: http://{shown}:{port}/mcp" + (" (bearer token required)" if token else ""),
+          file=sys.stderr, flush=True)
+    uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")).run()
+
+
+async def _serve_stdio(server: "Server") -> None:
+    from mcp.server.stdio import stdio_server
+
+    async with stdio_server() as (read, write):
+        await server.run(read, write, server.create_initialization_options())
+
+
+def is_loopback(host: str) -> bool:
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False  # any other name may resolve anywhere
+
+
+def check_http_options(host: str, token: str | None) -> None:
+    """Refuse what would expose the store: no token off loopback, or a token too short to be one."""
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise InvalidArgument(f"the MCP token must be at least {MIN_TOKEN_CHARS} characters; make one with "
+                              "python -c 'import secrets; print(secrets.token_urlsafe(32))'")
+    if token is None and not is_loopback(host):
+        raise InvalidArgument(
+            f"refusing to serve MCP over HTTP on {host} without a token: anyone who can reach that address "
+            "could read every stored artifact. Pass --token (or set OFFLOAD_MCP_TOKEN), or bind to 127.0.0.1.")
+
+
+class HttpGuard:
+    """ASGI middleware in front of the MCP app: Host and Origin checks, then the bearer token.
+
+    On loopback the Host header must name a loopback address at this port (a DNS-rebinding page sends its
+    own host name), and a browser's Origin must be a loopback one or one allowed explicitly. Off loopback
+    the token is what guards the store; an Origin header must still be allowed.
+    """
+
+    def __init__(self, app: Any, *, host: str, port: int, token: str | None,
+                 allowed_origins: Iterable[str] = ()):
+        self.app = app
+        self.token = token.encode() if token is not None else None
+        self.loopback = is_loopback(host)
+        bound = f"[{host.strip('[]')}]" if ":" in host else host
+        names = {*_LOOPBACK_NAMES, bound.lower()} if self.loopback else set()
+        self.hosts = {f"{name}:{port}" for name in names} | (set(names) if port == 80 else set())
+        self.origins = ({f"{scheme}://{name}:{port}" for name in names for scheme in ("http", "https")}
+                        | {origin.rstrip("/").lower() for origin in allowed_origins})
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            headers = {key.decode("latin-1").lower(): value.decode("latin-1") for key, value in scope["headers"]}
+            refusal = self.check(headers)
+            if refusal is not None:
+                await _refuse(send, *refusal)
+                return
+        await self.app(scope, receive, send)
+
+    def check(self, headers: dict[str, str]) -> tuple[int, str, str] | None:
+        """(status, error code, message) when the request must be refused, else None."""
+        if self.loopback and headers.get("host", "").lower() not in self.hosts:
+            return 421, "invalid_host", (f"Host {headers.get('host', '')!r} is not this loopback server "
+                                         f"({', '.join(sorted(self.hosts))})")
+        origin = headers.get("origin")
+        if origin is not None and origin.rstrip("/").lower() not in self.origins:
+            return 403, "invalid_origin", f"Origin {origin!r} is not allowed (offload mcp --allow-origin adds one)"
+        if self.token is not None:
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.token):
+                return 401, "unauthorized", "send the token as 'Authorization: Bearer <token>'"
+        return None
+
+
+async def _refuse(send: Any, status: int, code: str, message: str) -> None:
+    body = json.dumps({"error": code, "message": message}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    if status == 401:
+        headers.append((b"www-authenticate", b'Bearer realm="offload"'))
+    await send({"type": "http.response.start", "status": status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})

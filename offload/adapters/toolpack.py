@@ -1,0 +1,337 @@
+"""The tool pack: offload's two companion tools plus the user's own tools, wrapped by an Offloader.
+
+Framework-neutral: `call()` / `acall()` take a tool name and the model's JSON arguments and return a
+`ToolOutput` (the text the model reads, the same facts as JSON). The OpenAI, Anthropic, LangChain and MCP
+adapters only translate these definitions and outputs into their SDK's shapes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import logging
+import re
+import typing
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+
+import orjson
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+
+from ..errors import OffloadError, TooLarge
+from ..reference import Reference
+from ..results import to_payload
+from ..tools.schemas import OUTPUT_SCHEMAS, TOOLS, ToolOutput, dispatch
+
+if TYPE_CHECKING:
+    from ..offloader import Offloader
+
+log = logging.getLogger("offload")
+
+ARTIFACT_URI = re.compile(r"artifact://(art_[a-z0-9]+)(?:#(.+))?", re.S)
+DEFAULT_ARTIFACT_BYTES = 10 * 1024**2  # what one call of a tool may receive through artifact:// arguments
+_JSON_TYPES = {"object", "array", "integer", "number", "boolean"}
+
+
+@dataclass(frozen=True)
+class PackTool:
+    """One tool as every adapter sees it: a name, a description and a JSON Schema of its arguments."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    fn: Callable[..., Any] | None = None  # None: a companion tool, run by offload's dispatch()
+    artifact_args: bool = False  # resolve artifact://<id>[#jmespath] arguments before the tool runs
+    max_artifact_bytes: int = DEFAULT_ARTIFACT_BYTES
+    validator: type[BaseModel] | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def is_companion(self) -> bool:
+        return self.fn is None
+
+    @property
+    def output_schema(self) -> dict[str, Any] | None:
+        """JSON Schema of the structured result (the companion tools'; a user tool's result is its own)."""
+        return OUTPUT_SCHEMAS.get(self.name) if self.is_companion else None
+
+
+class ToolPack:
+    """The companion tools and the user's tools, each result going through `off.process()`.
+
+    >>> pack = ToolPack(off, [grep], session="conversation-1")          # doctest: +SKIP
+    >>> pack.call("grep", '{"pattern": "TODO", "path": "."}').text      # doctest: +SKIP
+
+    `catch_errors`: an exception raised by a user's tool becomes an error result the model can read
+    (and a warning in the log) instead of ending the agent loop; set it False to let it propagate.
+    """
+
+    def __init__(self, off: "Offloader", tools: Iterable[Callable[..., Any]] = (), *, session: str | None = None,
+                 companions: bool = True, catch_errors: bool = True):
+        self.off = off
+        self.session = session
+        self.catch_errors = catch_errors
+        self._user: dict[str, PackTool] = {}
+        self._companions = {name: PackTool(name, spec["description"], spec["input_schema"])
+                            for name, spec in TOOLS.items()} if companions else {}
+        for fn in tools:
+            self.add(fn)
+
+    # -- the tools --------------------------------------------------------------------------
+
+    def add(self, fn: Callable[..., Any] | None = None, *, name: str | None = None, description: str | None = None,
+            parameters: dict[str, Any] | None = None, artifact_args: bool = False,
+            max_artifact_bytes: int = DEFAULT_ARTIFACT_BYTES):
+        """Add a sync or async tool function; usable as a decorator. The function itself is unchanged.
+
+        Its name, docstring and signature are the tool's name, description and JSON Schema unless given.
+        `artifact_args=True` lets the model pass any argument as `artifact://<id>` (the stored content)
+        or `artifact://<id>#<jmespath>` (a part of a stored JSON result), at most `max_artifact_bytes`
+        per call, from this offloader's namespace only.
+        """
+
+        def register(func: Callable[..., Any]) -> Callable[..., Any]:
+            tool_name = name or func.__name__
+            if tool_name in self._companions or tool_name in self._user:
+                raise ValueError(f"a tool named {tool_name!r} is already in this pack")
+            schema, validator = (parameters, None) if parameters is not None else _signature_schema(func)
+            text = description or inspect.getdoc(func) or tool_name
+            if artifact_args:
+                text += (f"\n\nAny argument may be given as artifact://<id> (a stored result, whole; at most "
+                         f"{max_artifact_bytes:,} bytes in all) or artifact://<id>#<jmespath> (part of a stored "
+                         "JSON result) instead of its value, so a large result need not be copied.")
+            self._user[tool_name] = PackTool(tool_name, text, schema, func, artifact_args, max_artifact_bytes,
+                                             validator)
+            return func
+
+        return register(fn) if fn is not None else register
+
+    @property
+    def tools(self) -> list[PackTool]:
+        """The user's tools in the order added, then fetch_slice and query_artifact."""
+        return [*self._user.values(), *self._companions.values()]
+
+    def get(self, name: str) -> PackTool | None:
+        return self._user.get(name) or self._companions.get(name)
+
+    def __iter__(self) -> Iterator[PackTool]:
+        return iter(self.tools)
+
+    def __len__(self) -> int:
+        return len(self._user) + len(self._companions)
+
+    def __contains__(self, name: object) -> bool:
+        return isinstance(name, str) and self.get(name) is not None
+
+    # -- calling them -----------------------------------------------------------------------
+
+    def call(self, name: str, arguments: dict[str, Any] | str | None, *, session: str | None = None) -> ToolOutput:
+        """Run a tool with the model's arguments (a JSON object or its text). Never raises for a bad call."""
+        session = self.session if session is None else session
+        tool = self.get(name)
+        if tool is None:
+            return self._unknown(name)
+        if tool.is_companion:
+            return dispatch(self.off, name, arguments, session=session)
+        prepared = self._prepare(tool, arguments)
+        if isinstance(prepared, ToolOutput):
+            return prepared
+        raw, kwargs = prepared
+        if inspect.iscoroutinefunction(tool.fn) and _loop_running():  # a developer's mistake: not the model's
+            raise RuntimeError(f"{tool.name} is async and an event loop is running here: use `await pack.acall()`")
+        try:
+            result = tool.fn(**kwargs)
+            if inspect.isawaitable(result):
+                result = asyncio.run(_awaited(result))
+        except Exception as exc:  # noqa: BLE001 - see catch_errors
+            return self._failed(tool, exc)
+        return self._output(tool, result, raw, session)
+
+    async def acall(self, name: str, arguments: dict[str, Any] | str | None, *,
+                    session: str | None = None) -> ToolOutput:
+        """`call()` for event loops: async tools are awaited, the rest (and the store) run in a thread."""
+        session = self.session if session is None else session
+        tool = self.get(name)
+        if tool is None:
+            return self._unknown(name)
+        if tool.is_companion:
+            return await asyncio.to_thread(dispatch, self.off, name, arguments, session=session)
+        prepared = await asyncio.to_thread(self._prepare, tool, arguments)
+        if isinstance(prepared, ToolOutput):
+            return prepared
+        raw, kwargs = prepared
+        try:
+            if inspect.iscoroutinefunction(tool.fn):
+                result = await tool.fn(**kwargs)
+            else:
+                result = await asyncio.to_thread(tool.fn, **kwargs)
+                if inspect.isawaitable(result):
+                    result = await result
+        except Exception as exc:  # noqa: BLE001 - see catch_errors
+            return self._failed(tool, exc)
+        return await asyncio.to_thread(self._output, tool, result, raw, session)
+
+    def _unknown(self, name: str) -> ToolOutput:
+        known = ", ".join(t.name for t in self.tools)
+        return _error(f"Unknown tool {name!r}; the tools are: {known}.", "unknown_tool")
+
+    def _prepare(self, tool: PackTool, arguments: Any) -> tuple[dict[str, Any], dict[str, Any]] | ToolOutput:
+        """The model's arguments as given (kept with the result) and as the function gets them."""
+        try:
+            raw = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments or {})
+            if not isinstance(raw, dict):
+                raise TypeError(f"got {type(raw).__name__}")
+        except (ValueError, TypeError) as exc:
+            return _error(f"The arguments of {tool.name} must be a JSON object ({exc}).", "invalid_argument")
+        kwargs = raw
+        if tool.artifact_args:
+            try:
+                kwargs = self._resolve(tool, raw)
+            except OffloadError as exc:
+                return _error(exc.model_message(), exc.code)
+        if tool.validator is not None:
+            try:
+                model = tool.validator.model_validate(kwargs)
+            except ValidationError as exc:
+                problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
+                                     for e in exc.errors(include_url=False))
+                return _error(f"{tool.name}: {problems}. Its arguments: {json.dumps(tool.parameters)}",
+                              "invalid_argument")
+            kwargs = {**{key: getattr(model, key) for key in type(model).model_fields}, **(model.model_extra or {})}
+        return raw, kwargs
+
+    def _output(self, tool: PackTool, result: Any, raw: dict[str, Any], session: str | None) -> ToolOutput:
+        if not isinstance(result, Reference):  # a tool already wrapped with @off.tool comes back processed
+            result = self.off.process(tool.name, result, args=raw, session=session)
+        return as_output(result)
+
+    def _failed(self, tool: PackTool, exc: Exception) -> ToolOutput:
+        if not self.catch_errors:
+            raise exc
+        log.warning("tool %s raised %s", tool.name, type(exc).__name__, exc_info=exc)
+        message = f"{type(exc).__name__}: {exc}"
+        if len(message) > 2000:
+            message = message[:2000] + f"… [{len(message) - 2000:,} more characters not shown]"
+        return ToolOutput(f"Error: the tool {tool.name} failed: {message}",
+                          {"error": "tool_error", "message": message}, is_error=True)
+
+    # -- artifact:// arguments --------------------------------------------------------------
+
+    def _resolve(self, tool: PackTool, args: dict[str, Any]) -> dict[str, Any]:
+        """Each argument written as artifact://<id>[#jmespath] replaced by what it names."""
+        properties = tool.parameters.get("properties", {}) if isinstance(tool.parameters, dict) else {}
+        left = tool.max_artifact_bytes
+        out = dict(args)
+        for key, value in args.items():
+            match = ARTIFACT_URI.fullmatch(value) if isinstance(value, str) else None
+            if match is None:
+                continue
+            out[key], size = self._artifact_value(tool, match[1], match[2], left, _wants_json(properties.get(key)))
+            left -= size
+        return out
+
+    def _artifact_value(self, tool: PackTool, artifact_id: str, expression: str | None, left: int,
+                        as_json: bool) -> tuple[Any, int]:
+        from ..tools.engines import run_jmespath
+
+        off = self.off
+        row = off.store.get(artifact_id, off.namespace)  # NotFound for other namespaces, Expired for ended ones
+        uri = f"artifact://{artifact_id}" + (f"#{expression}" if expression else "")
+        if expression is None:
+            if row["bytes"] > left:
+                raise _too_large(tool, uri, row["bytes"], left)
+            if as_json and row["kind"] in ("json", "ndjson"):
+                return off.queries.document(row), row["bytes"]
+            data = b"".join(off.iter_raw(artifact_id))
+            return (data if row["kind"] == "binary" else data.decode("utf-8", errors="replace")), len(data)
+        value = run_jmespath(off.queries.document(row), expression)
+        text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+        size = len(text.encode("utf-8", errors="surrogatepass"))
+        if size > left:
+            raise _too_large(tool, uri, size, left)
+        return (value if as_json or isinstance(value, str) else text), size
+
+
+def as_output(result: Any) -> ToolOutput:
+    """A processed tool result (unchanged, or a Reference) as text for the model and as JSON."""
+    if isinstance(result, Reference):
+        return ToolOutput(result.render(), result.to_dict(), is_error=False)
+    if result is None:
+        return ToolOutput("(no output)", {"result": None})
+    if isinstance(result, str):
+        return ToolOutput(result, {"result": result})
+    payload = to_payload(result)
+    if payload.is_shell:
+        stdout = payload.data.decode("utf-8", errors="replace")
+        stderr = (payload.stderr or b"").decode("utf-8", errors="replace")
+        text = stdout + (f"\n[stderr]\n{stderr}" if stderr else "") + (
+            f"\n[exit code {payload.exit_code}]" if payload.exit_code is not None else "")
+        return ToolOutput(text, {"stdout": stdout, "stderr": stderr, "exit_code": payload.exit_code})
+    if isinstance(result, (bytes, bytearray, memoryview)):
+        text = bytes(result).decode("utf-8", errors="replace")
+        return ToolOutput(text, {"result": text})
+    text = payload.data.decode("utf-8", errors="replace")
+    return ToolOutput(text, {"result": orjson.loads(payload.data)})
+
+
+def _error(message: str, code: str) -> ToolOutput:
+    return ToolOutput(f"Error: {message}", {"error": code, "message": message}, is_error=True)
+
+
+def _too_large(tool: PackTool, uri: str, size: int, left: int) -> TooLarge:
+    return TooLarge(f"{uri} is {size:,} bytes; {tool.name} takes at most {tool.max_artifact_bytes:,} bytes of "
+                    f"artifacts per call ({max(left, 0):,} left). Pass a part of it (artifact://<id>#<jmespath>), "
+                    "or narrow it with query_artifact first.")
+
+
+def _wants_json(prop: Any) -> bool:
+    """True when an argument's schema asks for a JSON value (object, array, number...) and not text."""
+    if not isinstance(prop, dict):
+        return False
+    types: set[str] = set()
+    for option in [prop, *prop.get("anyOf", []), *prop.get("oneOf", [])]:
+        kind = option.get("type") if isinstance(option, dict) else None
+        types.update([kind] if isinstance(kind, str) else kind or [])
+    types.discard("null")
+    return bool(types) and "string" not in types and types <= _JSON_TYPES
+
+
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
+async def _awaited(awaitable: Any) -> Any:
+    return await awaitable
+
+
+def _signature_schema(fn: Callable[..., Any]) -> tuple[dict[str, Any], type[BaseModel]]:
+    """The JSON Schema of a function's arguments, and a model that validates them (from its type hints)."""
+    try:
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # noqa: BLE001 - unresolvable forward references: the annotations as written
+        hints = getattr(fn, "__annotations__", {})
+    fields: dict[str, Any] = {}
+    extra = "forbid"
+    for param in inspect.signature(fn).parameters.values():
+        if param.kind is param.VAR_POSITIONAL:
+            continue
+        if param.kind is param.VAR_KEYWORD:
+            extra = "allow"
+            continue
+        if param.kind is param.POSITIONAL_ONLY:
+            raise ValueError(f"{fn.__name__}: positional-only argument {param.name!r} cannot be passed by name")
+        default = ... if param.default is param.empty else param.default
+        fields[param.name] = (hints.get(param.name, Any), default)
+    model = create_model(f"{fn.__name__}_arguments",
+                         __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True), **fields)
+    schema = model.model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)
+    if extra == "forbid":
+        schema["additionalProperties"] = False
+    return schema, model

@@ -1,0 +1,471 @@
+"""The ToolPack and the OpenAI / Anthropic / LangChain adapters, through each SDK's own types (no network).
+
+Requests go through the real SDK clients to an in-process stand-in of the API (an httpx2 MockTransport),
+so each SDK serializes our tool definitions and results and parses the model's replies itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+
+import httpx2
+import pytest
+from pydantic import TypeAdapter
+
+from offload import Offloader
+from offload.adapters import ToolPack
+from offload.tools.schemas import TOOLS
+
+BIG_LOG = "".join(f"{i:05d} step {i} ok\n" for i in range(6000)) + "99999 FATAL disk full on /dev/sda1\n"
+
+
+def build_log(build: str, tail: int = 0) -> str:
+    """Read the log of a CI build."""
+    return BIG_LOG if tail == 0 else "\n".join(BIG_LOG.splitlines()[-tail:])
+
+
+def count_lines(text: str) -> int:
+    """Count the lines of a text."""
+    return len(text.splitlines())
+
+
+def sum_values(values: list[int]) -> int:
+    """Add numbers up."""
+    return sum(values)
+
+
+@pytest.fixture
+def off(sqlite_url):
+    with Offloader(sqlite_url) as offloader:
+        yield offloader
+
+
+@pytest.fixture
+def pack(off):
+    return ToolPack(off, [build_log], session="s1")
+
+
+# -- the pack itself --------------------------------------------------------------------------------
+
+
+def test_pack_lists_user_tools_then_companions_with_schemas(pack):
+    assert [t.name for t in pack] == ["build_log", "fetch_slice", "query_artifact"]
+    tool = pack.get("build_log")
+    assert tool.description == "Read the log of a CI build."
+    assert tool.parameters["required"] == ["build"]
+    assert tool.parameters["properties"]["tail"] == {"type": "integer", "default": 0}
+    assert tool.parameters["additionalProperties"] is False
+    assert pack.get("fetch_slice").parameters is TOOLS["fetch_slice"]["input_schema"]
+    assert pack.get("fetch_slice").output_schema["required"][:2] == ["artifact_id", "unit"]
+    with pytest.raises(ValueError, match="already"):
+        pack.add(build_log)
+
+
+def test_small_results_pass_through_and_big_ones_become_references(pack, off):
+    small = pack.call("build_log", {"build": "7", "tail": 1})
+    assert small.text == "99999 FATAL disk full on /dev/sda1" and not small.is_error
+
+    big = pack.call("build_log", '{"build": "7"}')
+    aid = big.structured["artifact_id"]
+    assert big.text.startswith("[offload] The result of `build_log` was too large") and aid in big.text
+    stored = off.get(aid)
+    assert stored["session"] == "s1" and stored["args"] == {"build": "7"}  # the model's arguments, as given
+
+    hits = pack.call("query_artifact", {"artifact_id": aid, "grep": "FATAL"})
+    assert "6000: 99999 FATAL disk full" in hits.text and hits.structured["count"] == 1
+    page = pack.call("fetch_slice", {"artifact_id": aid, "offset": -1})
+    assert page.structured["content"] == "99999 FATAL disk full on /dev/sda1"
+
+
+def test_a_repeated_identical_call_names_the_earlier_result(pack, off):
+    first = pack.call("build_log", {"build": "7"}).structured["artifact_id"]
+    again = pack.call("build_log", {"build": "7"})
+    assert again.structured["same_as"] == first
+    assert f"Same result as {first}" in again.text
+    assert "same_as" not in pack.call("build_log", {"build": "8"}).structured  # other arguments
+    assert "same_as" not in pack.call("build_log", {"build": "7"}, session="s2").structured  # other session
+    off.delete(first)
+    off.delete(again.structured["artifact_id"])
+    assert "same_as" not in pack.call("build_log", {"build": "7"}).structured  # nothing stored any more
+
+
+def test_repeated_calls_are_found_on_every_backend(store_url):
+    with Offloader(store_url, ttl_days=1) as off:
+        first = off.process("grep", BIG_LOG, args={"pattern": "x", "path": "."}, session="c")
+        again = off.process("grep", BIG_LOG, args={"path": ".", "pattern": "x"}, session="c")  # same args
+        assert first.same_as is None and again.same_as == first.artifact_id
+        assert off.process("grep", BIG_LOG, args={"pattern": "x", "path": "."}).same_as is None  # no session
+        assert off.process("grep", BIG_LOG + "more\n", args={"pattern": "x", "path": "."},
+                           session="c").same_as is None  # another result
+        assert off.reference(again.artifact_id)["same_as"] == first.artifact_id  # what the model saw
+
+
+def test_bad_calls_come_back_as_errors_the_model_can_act_on(pack):
+    unknown = pack.call("rm_rf", {})
+    assert unknown.is_error and "build_log, fetch_slice, query_artifact" in unknown.text
+    missing = pack.call("build_log", {})
+    assert missing.is_error and "build: Field required" in missing.text
+    extra = pack.call("build_log", {"build": "1", "color": "red"})
+    assert extra.is_error and "color" in extra.text
+    not_json = pack.call("build_log", "{build")
+    assert not_json.is_error and not_json.structured["error"] == "invalid_argument"
+    bad_id = pack.call("fetch_slice", {"artifact_id": "art_doesnotexist"})
+    assert bad_id.is_error and bad_id.structured["error"] == "not_found"
+
+
+def test_a_failing_tool_is_an_error_result_unless_told_to_raise(off):
+    def flaky(path: str) -> str:
+        """Fail."""
+        raise FileNotFoundError(path)
+
+    out = ToolPack(off, [flaky]).call("flaky", {"path": "/nope"})
+    assert out.is_error and out.text == "Error: the tool flaky failed: FileNotFoundError: /nope"
+    with pytest.raises(FileNotFoundError):
+        ToolPack(off, [flaky], catch_errors=False).call("flaky", {"path": "/nope"})
+
+
+def test_async_tools_run_from_call_and_acall(off):
+    async def fetch(url: str) -> dict:
+        """Fetch a JSON API."""
+        await asyncio.sleep(0)
+        return {"url": url, "items": [{"id": i, "status": "ok" if i % 50 else "error"} for i in range(3000)]}
+
+    pack = ToolPack(off, [fetch], session="s")
+    out = pack.call("fetch", {"url": "https://example.test/api"})
+    assert out.structured["kind"] == "json" and out.structured["items"] == 3000
+    out = asyncio.run(pack.acall("fetch", {"url": "https://example.test/api"}))
+    assert out.structured["same_as"]
+    small = asyncio.run(pack.acall("fetch_slice", {"artifact_id": out.structured["artifact_id"], "limit": 1,
+                                                   "unit": "items", "path": "items"}))
+    assert json.loads(small.structured["content"]) == [{"id": 0, "status": "error"}]
+
+    async def sync_call_inside_a_loop():
+        return pack.call("fetch", {"url": "https://example.test/api"})
+
+    with pytest.raises(RuntimeError, match="acall"):
+        asyncio.run(sync_call_inside_a_loop())
+
+
+def test_shell_and_object_results_render_for_the_model(off):
+    def run(cmd: str) -> dict:
+        """Run a command."""
+        return {"stdout": "done\n", "stderr": "warning: slow\n", "exit_code": 1}
+
+    def stats() -> dict:
+        """Small stats."""
+        return {"ok": 3}
+
+    pack = ToolPack(off, [run, stats])
+    out = pack.call("run", {"cmd": "make"})
+    assert out.text == "done\n\n[stderr]\nwarning: slow\n\n[exit code 1]"
+    assert out.structured == {"stdout": "done\n", "stderr": "warning: slow\n", "exit_code": 1}
+    assert pack.call("stats", {}).structured == {"result": {"ok": 3}}
+
+
+# -- artifact:// arguments --------------------------------------------------------------------------
+
+
+@pytest.fixture
+def stored(off):
+    doc = {"items": [{"id": i, "level": "error" if i % 100 == 0 else "info"} for i in range(2000)]}
+    return {"log": off.put(BIG_LOG, tool="build_log").artifact_id, "doc": off.put(doc, tool="api").artifact_id}
+
+
+def test_artifact_arguments_are_off_by_default(off, stored):
+    out = ToolPack(off, [count_lines]).call("count_lines", {"text": f"artifact://{stored['log']}"})
+    assert out.text == "1"  # the literal string: nothing was resolved
+
+
+def test_artifact_arguments_resolve_whole_content_and_jmespath_parts(off, stored):
+    pack = ToolPack(off)
+    pack.add(count_lines, artifact_args=True)
+    pack.add(sum_values, artifact_args=True)
+    assert "artifact://<id>" in pack.get("count_lines").description
+    assert pack.call("count_lines", {"text": f"artifact://{stored['log']}"}).text == "6001"
+    # a JSON part: text for a string argument, the value itself for a JSON-typed one
+    assert pack.call("count_lines", {"text": f"artifact://{stored['doc']}#items[?level=='error'].id"}).text == "1"
+    total = pack.call("sum_values", {"values": f"artifact://{stored['doc']}#items[?level=='error'].id"})
+    assert total.text == str(sum(range(0, 2000, 100)))
+    bad = pack.call("sum_values", {"values": f"artifact://{stored['doc']}#items[?"})
+    assert bad.is_error and bad.structured["error"] == "invalid_query"
+
+
+def test_artifact_arguments_are_size_limited_and_namespace_checked(off, sqlite_url, stored):
+    ran = []
+
+    def consume(text: str) -> str:
+        """Consume text."""
+        ran.append(text)
+        return "ok"
+
+    pack = ToolPack(off)
+    pack.add(consume, artifact_args=True, max_artifact_bytes=10_000)
+    out = pack.call("consume", {"text": f"artifact://{stored['log']}"})
+    assert out.is_error and out.structured["error"] == "too_large" and "at most 10,000 bytes" in out.text
+    assert pack.call("consume", {"text": f"artifact://{stored['doc']}#items[0]"}).text == "ok"
+    assert ran == ['{"id":0,"level":"error"}']
+
+    with Offloader(sqlite_url, namespace="other-team") as other:
+        foreign = ToolPack(other)
+        foreign.add(consume, artifact_args=True)
+        out = foreign.call("consume", {"text": f"artifact://{stored['log']}"})
+    assert out.is_error and out.structured["error"] == "not_found"
+    assert len(ran) == 1
+
+
+# -- OpenAI -----------------------------------------------------------------------------------------
+
+
+def capture(answer):
+    """An httpx2 transport standing in for the API: records each request body, answers with `answer(body)`."""
+    seen = []
+
+    def handle(request):
+        body = json.loads(request.content)
+        seen.append(body)
+        return httpx2.Response(200, json=answer(body))
+
+    return httpx2.MockTransport(handle), seen
+
+
+def chat_reply(tool_calls):
+    return {"id": "c1", "object": "chat.completion", "created": 0, "model": "m",
+            "choices": [{"index": 0, "finish_reason": "tool_calls",
+                         "message": {"role": "assistant", "content": None, "tool_calls": tool_calls}}]}
+
+
+def test_openai_chat_tools_and_tool_messages(pack):
+    from openai import OpenAI
+    from openai.types.chat import ChatCompletionToolMessageParam, ChatCompletionToolParam
+
+    from offload.adapters.openai import chat_tools, run_chat_tool_calls
+
+    calls = [{"id": "call_a", "type": "function", "function": {"name": "build_log", "arguments": '{"build": "9"}'}},
+             {"id": "call_b", "type": "function", "function": {"name": "fetch_slice", "arguments": "{}"}}]
+    transport, seen = capture(lambda body: chat_reply(calls))
+    client = OpenAI(api_key="k", base_url="http://api.invalid/v1", http_client=httpx2.Client(transport=transport))
+    tools = chat_tools(pack)
+    for tool in tools:
+        TypeAdapter(ChatCompletionToolParam).validate_python(tool)
+    reply = client.chat.completions.create(model="m", messages=[{"role": "user", "content": "hi"}], tools=tools)
+    assert seen[0]["tools"][1]["function"]["parameters"] == TOOLS["fetch_slice"]["input_schema"]
+
+    messages = run_chat_tool_calls(pack, reply.choices[0].message)
+    for message in messages:
+        TypeAdapter(ChatCompletionToolMessageParam).validate_python(message)
+    assert [m["tool_call_id"] for m in messages] == ["call_a", "call_b"]
+    assert messages[0]["content"].startswith("[offload]")
+    assert messages[1]["content"].startswith("Error: fetch_slice: artifact_id is required")
+    whole = run_chat_tool_calls(pack, reply)  # the whole completion works too
+    assert [m["tool_call_id"] for m in whole] == ["call_a", "call_b"] and "Same result as" in whole[0]["content"]
+
+    # the SDK sends the assistant message and our tool messages back as they are
+    client.chat.completions.create(model="m", tools=tools, messages=[
+        {"role": "user", "content": "hi"}, reply.choices[0].message.model_dump(exclude_none=True), *messages])
+    assert [m["role"] for m in seen[1]["messages"]] == ["user", "assistant", "tool", "tool"]
+
+
+def test_openai_responses_tools_and_function_call_outputs(pack):
+    from openai import OpenAI
+    from openai.types.responses import FunctionToolParam, ResponseInputItemParam
+
+    from offload.adapters.openai import arun_responses_tool_calls, responses_tools, run_responses_tool_calls
+
+    output = [{"type": "reasoning", "id": "rs_1", "summary": []},
+              {"type": "function_call", "id": "fc_1", "call_id": "call_1", "name": "build_log",
+               "arguments": '{"build": "3"}', "status": "completed"}]
+    transport, seen = capture(lambda body: {"id": "r1", "object": "response", "created_at": 0, "model": "m",
+                                            "status": "completed", "output": output, "tools": [],
+                                            "parallel_tool_calls": True, "tool_choice": "auto"})
+    client = OpenAI(api_key="k", base_url="http://api.invalid/v1", http_client=httpx2.Client(transport=transport))
+    tools = responses_tools(pack)
+    for tool in tools:
+        TypeAdapter(FunctionToolParam).validate_python(tool)
+    response = client.responses.create(model="m", input="hi", tools=tools)
+    assert seen[0]["tools"][2]["name"] == "query_artifact"
+
+    items = run_responses_tool_calls(pack, response)
+    assert len(items) == 1 and items[0]["call_id"] == "call_1" and items[0]["type"] == "function_call_output"
+    TypeAdapter(ResponseInputItemParam).validate_python(items[0])
+    aid = json.loads(json.dumps(items[0]))["output"].split(" as ", 1)[1].split(" ", 1)[0]
+    assert aid.startswith("art_")
+    again = asyncio.run(arun_responses_tool_calls(pack, response.output))
+    assert f"Same result as {aid}" in again[0]["output"]
+
+
+def test_openai_agents_function_tools(pack):
+    from agents import FunctionTool
+    from agents.tool_context import ToolContext
+
+    from offload.adapters.openai import agents_tools
+
+    tools = agents_tools(pack)
+    assert all(isinstance(t, FunctionTool) for t in tools)
+    assert [t.name for t in tools] == ["build_log", "fetch_slice", "query_artifact"]
+    assert tools[1].params_json_schema == TOOLS["fetch_slice"]["input_schema"] and not tools[1].strict_json_schema
+
+    def context(name, arguments):
+        return ToolContext(context=None, tool_name=name, tool_call_id="call_1", tool_arguments=arguments)
+
+    text = asyncio.run(tools[0].on_invoke_tool(context("build_log", '{"build": "1"}'), '{"build": "1"}'))
+    aid = text.split(" as ", 1)[1].split(" ", 1)[0]
+    args = json.dumps({"artifact_id": aid, "offset": -1})
+    page = asyncio.run(tools[1].on_invoke_tool(context("fetch_slice", args), args))
+    assert page.startswith("99999 FATAL disk full on /dev/sda1\n[")
+
+
+# -- Anthropic --------------------------------------------------------------------------------------
+
+
+def test_anthropic_tools_and_tool_result_blocks(pack):
+    from anthropic import Anthropic
+    from anthropic.types import ToolParam, ToolResultBlockParam
+
+    from offload.adapters.anthropic import arun_tool_uses, tool_result_message, tools
+
+    content = [{"type": "text", "text": "Let me look."},
+               {"type": "tool_use", "id": "toolu_1", "name": "build_log", "input": {"build": "5"}},
+               {"type": "tool_use", "id": "toolu_2", "name": "query_artifact",
+                "input": {"artifact_id": "art_zzzzzzzzzzzzzzzz", "grep": "x"}}]
+    transport, seen = capture(lambda body: {
+        "id": "msg_1", "type": "message", "role": "assistant", "model": "m", "content": content,
+        "stop_reason": "tool_use", "stop_sequence": None, "usage": {"input_tokens": 1, "output_tokens": 1}})
+    client = Anthropic(api_key="k", base_url="http://api.invalid", http_client=httpx2.Client(transport=transport))
+    definitions = tools(pack)
+    for tool in definitions:
+        TypeAdapter(ToolParam).validate_python(tool)
+    message = client.messages.create(model="m", max_tokens=100, tools=definitions,
+                                      messages=[{"role": "user", "content": "why?"}])
+    assert seen[0]["tools"][0]["input_schema"]["required"] == ["build"]
+
+    reply = tool_result_message(pack, message)
+    blocks = reply["content"]
+    for block in blocks:
+        TypeAdapter(ToolResultBlockParam).validate_python(block)
+    assert [b["tool_use_id"] for b in blocks] == ["toolu_1", "toolu_2"]
+    assert blocks[0]["content"].startswith("[offload]") and "is_error" not in blocks[0]
+    assert blocks[1]["is_error"] is True and "No artifact 'art_zzzzzzzzzzzzzzzz'" in blocks[1]["content"]
+    again = asyncio.run(arun_tool_uses(pack, message.content))
+    assert "Same result as" in again[0]["content"]
+
+    client.messages.create(model="m", max_tokens=100, tools=definitions, messages=[
+        {"role": "user", "content": "why?"}, {"role": "assistant", "content": message.content}, reply])
+    assert seen[1]["messages"][2]["content"][1]["tool_use_id"] == "toolu_2"
+
+
+# -- LangChain: the standard tool tests of langchain-tests ------------------------------------------
+
+_LANGCHAIN: dict = {}
+
+
+def langchain_setup() -> dict:
+    """One store for the standard test classes (they build their tool from a class property)."""
+    if not _LANGCHAIN:
+        import tempfile
+
+        from offload.adapters.langchain import tools
+
+        folder = tempfile.mkdtemp(prefix="offload-langchain-")
+        off = Offloader(f"sqlite:///{folder}/store.db")
+        pack = ToolPack(off, [build_log], session="lc")
+        _LANGCHAIN.update(folder=folder, off=off, tools={t.name: t for t in tools(pack)},
+                          artifact_id=off.put(BIG_LOG, tool="build_log").artifact_id)
+    return _LANGCHAIN
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _langchain_cleanup():
+    yield
+    if _LANGCHAIN:
+        import shutil
+
+        _LANGCHAIN["off"].close()
+        shutil.rmtree(_LANGCHAIN["folder"], ignore_errors=True)
+        _LANGCHAIN.clear()
+
+
+try:
+    from langchain_tests.integration_tests import ToolsIntegrationTests
+    from langchain_tests.unit_tests import ToolsUnitTests
+except ImportError:  # pragma: no cover - the test extra installs it
+    ToolsIntegrationTests = ToolsUnitTests = object
+
+
+class _Standard:
+    name = ""
+
+    @property
+    def tool_constructor(self):
+        return langchain_setup()["tools"][self.name]
+
+    @property
+    def tool_invoke_params_example(self) -> dict:
+        aid = langchain_setup()["artifact_id"]
+        return {"fetch_slice": {"artifact_id": aid, "offset": -3},
+                "query_artifact": {"artifact_id": aid, "grep": "FATAL", "context": 1},
+                "build_log": {"build": "12", "tail": 2}}[self.name]
+
+
+class _Integration(_Standard, ToolsIntegrationTests):
+    pytestmark = pytest.mark.anyio  # runs the async standard tests (anyio's plugin; no override allowed)
+
+
+class TestFetchSliceUnit(_Standard, ToolsUnitTests):
+    name = "fetch_slice"
+
+
+class TestFetchSliceIntegration(_Integration):
+    name = "fetch_slice"
+
+
+class TestQueryArtifactUnit(_Standard, ToolsUnitTests):
+    name = "query_artifact"
+
+
+class TestQueryArtifactIntegration(_Integration):
+    name = "query_artifact"
+
+
+class TestUserToolUnit(_Standard, ToolsUnitTests):
+    name = "build_log"
+
+
+class TestUserToolIntegration(_Integration):
+    name = "build_log"
+
+
+def test_langchain_tool_messages_carry_text_and_the_structured_result(pack):
+    from langchain_core.messages import ToolMessage
+    from langchain_core.utils.function_calling import convert_to_openai_tool
+
+    from offload.adapters.langchain import tools
+
+    by_name = {t.name: t for t in tools(pack)}
+    assert convert_to_openai_tool(by_name["query_artifact"])["function"]["parameters"] == \
+        TOOLS["query_artifact"]["input_schema"]
+    message = by_name["build_log"].invoke({"name": "build_log", "args": {"build": "2"}, "id": "c1",
+                                           "type": "tool_call"})
+    assert isinstance(message, ToolMessage) and message.content.startswith("[offload]")
+    aid = message.artifact["artifact_id"]
+    page = asyncio.run(by_name["fetch_slice"].ainvoke({"name": "fetch_slice", "id": "c2", "type": "tool_call",
+                                                       "args": {"artifact_id": aid, "offset": -1}}))
+    assert page.artifact["content"] == "99999 FATAL disk full on /dev/sda1" and page.status == "success"
+    failed = by_name["fetch_slice"].invoke({"name": "fetch_slice", "id": "c3", "type": "tool_call",
+                                            "args": {"artifact_id": aid, "unit": "pages"}})
+    assert failed.status == "error" and failed.content.startswith("Error:")
+
+
+# -- packaging --------------------------------------------------------------------------------------
+
+
+def test_the_core_imports_no_agent_sdk():
+    code = ("import sys, offload, offload.offloader, offload.cli, offload.adapters, offload.adapters.openai, "
+            "offload.adapters.anthropic, offload.adapters.mcp_server\n"
+            "sdks = ('openai', 'anthropic', 'langchain_core', 'mcp', 'agents')\n"
+            "loaded = sorted(m for m in sdks if m in sys.modules)\n"
+            "print(loaded)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
