@@ -406,3 +406,26 @@ def test_cache_is_thread_safe():
     for thread in threads:
         thread.join()
     assert cache.bytes == 10 * len(cache) <= 1000
+
+
+# -- the equality-filter fast path gives exactly the jmespath library's results ---------------------
+
+from hypothesis import given, settings as hsettings, strategies as st  # noqa: E402
+
+_values = st.one_of(st.none(), st.booleans(), st.integers(-3, 3), st.sampled_from(["ok", "error", "", "1"]),
+                    st.lists(st.integers(0, 2), max_size=2))
+_items = st.one_of(st.dictionaries(st.sampled_from(["status", "id", "name"]), _values, max_size=3), _values)
+
+
+@hsettings(max_examples=300, deadline=None)
+@given(items=st.lists(_items, max_size=12), expression=st.sampled_from([
+    "[?status=='error']", "[?status=='ok'].id", "data[?status=='error'].name", "data.rows[?id=='1']",
+    "[?status == 'error'].id", "data[?status=='']",
+]), wrap=st.booleans())
+def test_equality_filter_fast_path_matches_the_library(items, expression, wrap):
+    import jmespath
+
+    from offload.tools.engines import run_jmespath
+
+    doc = {"data": items if wrap else {"rows": items}} if expression.startswith("data") else items
+    assert run_jmespath(doc, expression) == jmespath.search(expression, doc)
