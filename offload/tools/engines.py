@@ -22,14 +22,10 @@ import jmespath.visitor
 import regex
 
 from offload.errors import InvalidArgument, QueryError, QueryTimeout
-from offload.tools.sql import SQL_EXAMPLE, SqlResult, SqlTable
 
 __all__ = [
     "BoundedCache",
     "GrepPage",
-    "SQL_EXAMPLE",
-    "SqlResult",
-    "SqlTable",
     "grep_lines",
     "jmespath_example",
     "run_jmespath",
@@ -516,3 +512,12 @@ class BoundedCache:
             close = getattr(value, "close", None)
             if callable(close):
                 close()
+
+
+def __getattr__(name: str) -> Any:
+    # The SQL engine (DuckDB, ~65 MB resident) loads on first use: slicing and JMESPath never need it.
+    if name in ("SQL_EXAMPLE", "SqlResult", "SqlTable"):
+        from offload.tools import sql
+
+        return getattr(sql, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

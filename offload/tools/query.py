@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import orjson
 
@@ -18,7 +18,9 @@ from ..errors import InvalidArgument, QueryError
 from ..store import Store
 from .engines import BoundedCache, grep_lines, jmespath_example, run_jmespath
 from .slicing import _absolute, validate
-from .sql import SqlTable
+
+if TYPE_CHECKING:
+    from .sql import SqlTable
 
 TABULAR = ("json", "ndjson", "csv")
 
@@ -89,7 +91,7 @@ class QueryRunner:
                                   f"{jmespath_example(doc)!r}.")
         return value
 
-    def table(self, row: dict) -> SqlTable:
+    def table(self, row: dict) -> "SqlTable":
         if row["kind"] not in TABULAR:
             raise InvalidArgument(
                 f"SQL needs a tabular artifact (JSON array of objects, NDJSON, CSV/TSV); {row['id']} is "
@@ -97,6 +99,8 @@ class QueryRunner:
         key = ("sql", row["sha256"])
         table = self.cache.get(key)
         if table is None:
+            from .sql import SqlTable  # DuckDB loads on the first SQL query only
+
             data = self.raw(row)
             if row["kind"] == "csv":
                 delimiter = "\t" if row["content_type"] == "text/tab-separated-values" else ","

@@ -1,0 +1,289 @@
+"""What the proxy changes in an upstream's messages: tool results over budget, and the tool listing.
+
+A `tools/call` result keeps its shape; only its oversized parts are replaced. Each text item or embedded
+resource over the tool's budget becomes a text item holding the reference; several items that only
+together exceed it are stored as one artifact; an oversized `structuredContent` becomes the reference's
+structured form (one copy stored when it duplicates an offloaded text, as the spec has servers do). The
+listing gains fetch_slice and query_artifact, and each declared outputSchema also admits that form.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import contextlib
+import gc
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterator
+
+import orjson
+
+from ...reference import Reference
+from ...tools.schemas import OUTPUT_SCHEMAS, TOOLS
+
+if TYPE_CHECKING:
+    from ...offloader import Offloader
+
+log = logging.getLogger("offload")
+
+LOCAL_TOOLS = tuple(TOOLS)  # fetch_slice, query_artifact: answered by the proxy itself
+
+# The structured form of a Reference (Reference.to_dict()) as an outputSchema branch. Loose on purpose:
+# it must admit every reference (an unstored one has no artifact_id) and nothing a tool would return.
+REFERENCE_OUTPUT_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "title": "offload reference",
+    "description": "The result was too large for the context and was stored whole by offload: its sizes, a "
+                   "preview, and the artifact id to read with fetch_slice and query_artifact.",
+    "properties": {
+        "artifact_id": {"type": ["string", "null"], "description": "art_…; null when it could not be stored."},
+        "tool": {"type": "string"},
+        "kind": {"type": "string"},
+        "content_type": {"type": "string"},
+        "bytes": {"type": "integer"},
+        "lines": {"type": "integer"},
+        "tokens": {"type": "integer"},
+        "preview": {"type": "string"},
+        "truncated": {"type": "boolean"},
+        "hints": {"type": "array", "items": {"type": "string"}},
+        "stored": {"type": "boolean"},
+    },
+    "required": ["artifact_id", "tool", "kind", "bytes", "preview", "truncated"],
+}
+
+_HOISTED = ("$schema", "$id", "$defs", "definitions")  # must stay at the root for $ref to resolve
+
+
+def widen_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
+    """`schema` or a reference: an anyOf whose root keeps the keywords that `$ref`s resolve against."""
+    root = {key: schema[key] for key in _HOISTED if key in schema}
+    inner = {key: value for key, value in schema.items() if key not in _HOISTED}
+    return {**root, "type": "object", "anyOf": [inner, REFERENCE_OUTPUT_SCHEMA]}
+
+
+def local_tool_definitions() -> list[dict[str, Any]]:
+    """fetch_slice and query_artifact as MCP tools/list entries, from offload's one definition of them."""
+    return [{"name": name, "description": spec["description"], "inputSchema": spec["input_schema"],
+             "outputSchema": OUTPUT_SCHEMAS[name],
+             "annotations": {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": True,
+                             "openWorldHint": False}}
+            for name, spec in TOOLS.items()]
+
+
+def patch_tool_listing(result: dict[str, Any], *, first_page: bool) -> tuple[dict[str, Any], list[str]]:
+    """The upstream's tools/list result with output schemas widened and the local tools added (to the first
+    page). Returns it and the names of upstream tools the local ones shadow."""
+    tools = result.get("tools")
+    if not isinstance(tools, list):
+        return result, []
+    shadowed = [t.get("name") for t in tools if isinstance(t, dict) and t.get("name") in LOCAL_TOOLS]
+    listed = []
+    for tool in tools:
+        if not isinstance(tool, dict) or tool.get("name") in LOCAL_TOOLS:
+            continue
+        schema = tool.get("outputSchema")
+        listed.append({**tool, "outputSchema": widen_output_schema(schema)} if isinstance(schema, dict) else tool)
+    if first_page:
+        listed.extend(local_tool_definitions())
+    return {**result, "tools": listed}, shadowed
+
+
+# -- tool results ------------------------------------------------------------------------------
+
+
+@dataclass
+class _Stored:
+    original: bytes  # what was stored (kept only while this result is being rewritten)
+    ref: Reference
+
+
+_TAKE_OUT = 1 << 20  # characters: a text this long leaves the parsed message while it is stored
+
+
+def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, args: dict | None = None,
+                        session: str | None = None) -> dict[str, Any] | None:
+    """The result with its oversized parts replaced by references, or None when nothing was over budget.
+
+    Runs in a worker thread (it stores megabytes). It borrows `result`: a big text is taken out of it
+    while it is measured and stored as bytes, so the parsed message, its UTF-8 bytes and the store's own
+    working copy are never all in memory at once; what was not replaced is put back before it returns.
+    """
+    content = result.get("content")
+    items = content if isinstance(content, list) else []
+    new_items: list[Any] = list(items)
+    stored: list[_Stored] = []
+    changed = False
+
+    for index, item in enumerate(items):
+        with _borrowed(item) as payload:
+            if payload is None:
+                continue
+            out = _process(off, tool, payload.value, args=args, session=session)
+            if out is payload.value:
+                continue
+            payload.replaced = True
+            new_items[index] = _text_item(item, _rendered(out), payload.label)
+            if isinstance(out, Reference) and payload.is_text:
+                value = payload.value
+                stored.append(_Stored(value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass"),
+                                      out))
+            changed = True
+
+    # Items that fit one by one but not together: store them as one artifact, joined by blank lines.
+    inline = [i for i, item in enumerate(new_items) if item is items[i] and isinstance(_text_of(item), str)]
+    if len(inline) > 1:
+        joined = "\n\n".join(_text_of(items[i]) for i in inline)
+        out = off.process(tool, joined, args=args, session=session)
+        if out is not joined:
+            new_items[inline[0]] = _text_item(items[inline[0]], _rendered(out), None)
+            for i in inline[1:]:
+                new_items[i] = None
+            new_items = [item for item in new_items if item is not None]
+            changed = True
+
+    structured = result.get("structuredContent")
+    new_structured = structured
+    if structured is not None:
+        shared = _shared_reference(structured, stored)
+        if shared is not None:
+            new_structured = shared.to_dict()
+        else:
+            out = off.process(tool, structured, args=args, session=session)
+            if out is not structured:
+                new_structured = out.to_dict() if isinstance(out, Reference) else {"offload": _rendered(out)}
+        changed = changed or new_structured is not structured
+
+    if not changed:
+        return None
+    rewritten = {**result, "content": new_items} if isinstance(content, list) else dict(result)
+    if structured is not None:
+        rewritten["structuredContent"] = new_structured
+    return rewritten
+
+
+_SURELY_OVER = 64  # bytes per token no real text reaches: a payload this many times its budget is over it
+
+
+def _process(off: "Offloader", tool: str, value: str | bytes, *, args: dict | None, session: str | None) -> Any:
+    """`off.process`, skipping its measurement when the size alone settles it (a full token count of
+    50 MB is a tenth of a second and a decoded copy); should storing fail, `process` fails open as ever."""
+    if len(value) > _SURELY_OVER * off.settings.limit_for(tool):
+        try:
+            return off.put(value, tool=tool, args=args, session=session)
+        except Exception as exc:  # noqa: BLE001 - process() retries and returns an unstored preview
+            log.warning("offload proxy: storing the result of %s failed (%s); retrying fail-open", tool, exc)
+    return off.process(tool, value, args=args, session=session)
+
+
+@dataclass
+class _Payload:
+    value: str | bytes  # what offload measures and stores
+    label: str | None  # names an embedded resource
+    is_text: bool
+    replaced: bool = False
+
+
+@contextlib.contextmanager
+def _borrowed(item: Any) -> Iterator[_Payload | None]:
+    """The storable payload of a content item: its text, or an embedded resource's text or bytes.
+
+    A long text is lent as UTF-8 bytes and its str is dropped from the item meanwhile; it is put back
+    (decoded) unless the caller marked the payload replaced. Base64 blobs are lent decoded.
+    """
+    holder, key, label = _holder(item)
+    if holder is None:
+        yield None
+        return
+    value = holder[key]
+    if key == "blob":
+        try:
+            data = base64.b64decode(value, validate=True)
+        except (binascii.Error, ValueError):
+            yield None
+            return
+        yield _Payload(data, label, is_text=False)
+        return
+    if len(value) < _TAKE_OUT:
+        yield _Payload(value, label, is_text=True)
+        return
+    try:
+        data = value.encode("utf-8")
+    except UnicodeEncodeError:  # lone surrogates: lend the str itself, it could not come back exactly
+        yield _Payload(value, label, is_text=True)
+        return
+    payload = _Payload(data, label, is_text=True)
+    holder[key] = None
+    del value
+    try:
+        yield payload
+    finally:
+        if not payload.replaced:
+            holder[key] = data.decode("utf-8")
+
+
+def _holder(item: Any) -> tuple[dict | None, str, str | None]:
+    """(the dict holding the item's storable value, its key, a label), or (None, "", None)."""
+    if not isinstance(item, dict):
+        return None, "", None
+    kind = item.get("type")
+    if kind == "text" and isinstance(item.get("text"), str):
+        return item, "text", None
+    resource = item.get("resource")
+    if kind == "resource" and isinstance(resource, dict):
+        label = f"Embedded resource {resource.get('uri', '?')}" + (
+            f" ({resource['mimeType']})" if resource.get("mimeType") else "")
+        for key in ("text", "blob"):
+            if isinstance(resource.get(key), str):
+                return resource, key, label
+    return None, "", None  # images, audio, resource links: not text the budget is about
+
+
+def _text_of(item: Any) -> str | None:
+    holder, key, _ = _holder(item)
+    return holder[key] if holder is not None and key == "text" else None
+
+
+def _text_item(original: dict[str, Any], text: str, label: str | None) -> dict[str, Any]:
+    item: dict[str, Any] = {"type": "text", "text": f"{label}:\n{text}" if label else text}
+    if "annotations" in original:
+        item["annotations"] = original["annotations"]
+    return item
+
+
+def _rendered(out: Any) -> str:
+    return out.render() if isinstance(out, Reference) else str(out)
+
+
+def _shared_reference(structured: Any, stored: list[_Stored]) -> Reference | None:
+    """The reference of an offloaded text that `structured` merely repeats, so it is not stored twice.
+
+    Two forms occur: the text is the structured value's JSON serialization (what the spec asks servers to
+    send beside structured content), or the structured value wraps the very text in a field (the reference
+    filesystem server's {"content": text}). Anything else is stored as its own artifact.
+    """
+    for entry in stored:
+        if entry.ref.stored and isinstance(structured, dict) and any(
+                isinstance(value, str) and len(value) <= len(entry.original) <= 4 * len(value)
+                and value.encode("utf-8", "surrogatepass") == entry.original for value in structured.values()):
+            return entry.ref
+    size = None
+    for entry in stored:
+        if entry.ref.stored and entry.ref.kind == "json":
+            size = len(orjson.dumps(structured, default=str)) if size is None else size
+            if size * 2 >= len(entry.original) and _parses_to(entry.original, structured):
+                return entry.ref
+    return None
+
+
+def _parses_to(text: bytes, value: Any) -> bool:
+    enabled = gc.isenabled()
+    gc.disable()  # a parse allocating millions of containers runs 3-5x faster without the collector
+    try:
+        return orjson.loads(text) == value
+    except orjson.JSONDecodeError:
+        return False
+    finally:
+        if enabled:
+            gc.enable()
+

@@ -1,0 +1,397 @@
+"""`offload proxy` end to end: the `mcp` SDK's client over stdio, the proxy in its own process, real upstreams.
+
+The third-party upstreams are `mcp-server-git` from PyPI and, when OFFLOAD_TEST_FS_SERVER names it (.ci/run
+installs it), the npm reference filesystem server, both unmodified, over a temporary repository holding a
+~6 MB file; `tests/proxy_upstream.py` scripts the cases a real server shows rarely (structured output,
+crash, hang, progress, logging, list changes, server-to-client requests). Each test opens as few sessions
+as it can: a session costs two processes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import anyio
+import jsonschema
+import pytest
+
+mcp = pytest.importorskip("mcp")
+from mcp.client.client import Client  # noqa: E402
+from mcp.client.stdio import StdioServerParameters  # noqa: E402
+from mcp.shared.exceptions import MCPError  # noqa: E402
+from mcp_types import ListRootsResult, Root  # noqa: E402
+
+from offload import Offloader  # noqa: E402
+from offload.adapters.mcp_proxy import budget_settings  # noqa: E402
+from offload.adapters.proxy import REFERENCE_OUTPUT_SCHEMA, widen_output_schema  # noqa: E402
+from offload.settings import Settings  # noqa: E402
+
+SCRIPTED = [sys.executable, str(Path(__file__).with_name("proxy_upstream.py"))]
+GIT_SERVER = shutil.which("mcp-server-git") or str(Path(sys.executable).with_name("mcp-server-git"))
+needs_git_server = pytest.mark.skipif(not Path(GIT_SERVER).exists(), reason="mcp-server-git is not installed "
+                                                                            "(pip install -e '.[test]')")
+
+
+def big_line(i: int) -> str:
+    return f"row {i:06d} status={'ERROR' if i % 5000 == 4321 else 'ok'} payload=" + "q" * (20 + i % 50)
+
+
+@pytest.fixture(scope="module")
+def git_repo(tmp_path_factory) -> Path:
+    """A repository whose one commit adds a ~6 MB file of 100,000 distinct lines."""
+    repo = tmp_path_factory.mktemp("repo")
+    (repo / "big.txt").write_text("".join(big_line(i) + "\n" for i in range(100_000)))
+    (repo / "small.txt").write_text("hello\n")
+    git = ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@example.com"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "add files"], check=True)
+    return repo
+
+
+def proxy_command(store: str, upstream: list[str], *options: str) -> list[str]:
+    return [sys.executable, "-m", "offload", "--url", store, "proxy", *options, "--", *upstream]
+
+
+@contextlib.asynccontextmanager
+async def session(command: list[str], *, mode: str = "auto", env: dict[str, str] | None = None, **callbacks):
+    params = StdioServerParameters(command=command[0], args=command[1:], env=env)
+    async with Client(params, mode=mode, **callbacks) as client:
+        yield client
+
+
+def run(fn, *args):
+    return anyio.run(fn, *args)
+
+
+def artifact_id(text: str) -> str:
+    return text.split("stored whole as ", 1)[1].split(" ", 1)[0]
+
+
+# -- the third-party server --------------------------------------------------------------------------
+
+
+@needs_git_server
+def test_git_server_result_becomes_a_reference_and_comes_back_exactly(git_repo, sqlite_url, real_count):
+    original = (git_repo / "big.txt").read_text().splitlines()
+
+    async def scenario():
+        async with session([GIT_SERVER]) as direct:
+            upstream_tools = (await direct.list_tools()).tools
+            direct_log = await direct.call_tool("git_log", {"repo_path": str(git_repo)})
+            with pytest.raises(MCPError) as direct_error:
+                await direct.call_tool("no_such_tool", {})
+        async with session(proxy_command(sqlite_url, [GIT_SERVER])) as client:
+            proxied_tools = (await client.list_tools()).tools
+            started = time.perf_counter()
+            shown = await client.call_tool("git_show", {"repo_path": str(git_repo), "revision": "HEAD:big.txt"})
+            elapsed = time.perf_counter() - started
+            aid = artifact_id(shown.content[0].text)
+            middle = await client.call_tool("fetch_slice", {"artifact_id": aid, "offset": 54_321, "limit": 5})
+            tail = await client.call_tool("fetch_slice", {"artifact_id": aid, "offset": -3})
+            found = await client.call_tool("query_artifact", {"artifact_id": aid, "grep": "status=ERROR"})
+            small = await client.call_tool("git_log", {"repo_path": str(git_repo)})
+            with pytest.raises(MCPError) as proxied_error:
+                await client.call_tool("no_such_tool", {})
+        return (upstream_tools, direct_log, direct_error.value, proxied_tools, shown, elapsed, middle, tail, found,
+                small, proxied_error.value)
+
+    (upstream_tools, direct_log, direct_error, proxied_tools, shown, elapsed, middle, tail, found, small,
+     proxied_error) = run(scenario)
+
+    # the listing is the upstream's, plus the two tools (mcp-server-git declares no output schemas)
+    assert [t.model_dump() for t in proxied_tools[:-2]] == [t.model_dump() for t in upstream_tools]
+    assert [t.name for t in proxied_tools[-2:]] == ["fetch_slice", "query_artifact"]
+
+    # ~6 MB reached the client as one reference well under 1,000 tokens
+    assert len(shown.content) == 1 and not shown.is_error
+    assert real_count(shown.content[0].text) < 1000
+    assert "100,000 lines" in shown.content[0].text
+    assert elapsed < 30
+
+    # the exact original lines, through the same connection
+    assert middle.structured_content["content"].splitlines() == original[54_321:54_326]
+    assert tail.structured_content["content"].splitlines() == original[-3:]
+    assert tail.structured_content["next"] is None
+    expected = [f"{i}: {original[i]}" for i in range(len(original)) if "status=ERROR" in original[i]]
+    assert found.structured_content["result"] == expected and found.structured_content["count"] == 20
+
+    # small results and upstream errors pass through unchanged
+    assert small.model_dump() == direct_log.model_dump()
+    assert (proxied_error.code, proxied_error.message) == (direct_error.code, direct_error.message)
+
+
+@needs_git_server
+def test_budget_options_let_a_tool_through_whole(git_repo, sqlite_url):
+    async def scenario():
+        command = proxy_command(sqlite_url, [GIT_SERVER], "--limit", "git_s*=5000000", "--alias", "git_log=read")
+        async with session(command, mode="legacy") as client:
+            return await client.call_tool("git_show", {"repo_path": str(git_repo), "revision": "HEAD:big.txt"})
+
+    whole = run(scenario)
+    assert whole.content[0].text == (git_repo / "big.txt").read_text()
+
+
+def test_budget_settings_merge_names_globs_and_aliases():
+    merged = budget_settings(Settings(limits={"read": 9000}), ["git_show=1200", "git_*=300"], ["fetch=read"])
+    settings = Settings(**merged)
+    assert settings.limit_for("git_show") == 1200
+    assert settings.limit_for("git_log") == 300  # the glob
+    assert settings.limit_for("fetch") == 9000  # the alias, onto the configured read budget
+    assert settings.limit_for("other") == settings.limit("default")
+
+
+# -- the scripted server -----------------------------------------------------------------------------
+
+
+def test_structured_output_is_widened_and_a_validating_client_accepts_the_reference(sqlite_url, real_count):
+    async def scenario():
+        async with session(SCRIPTED) as direct:
+            upstream_tools = {t.name: t for t in (await direct.list_tools()).tools}
+        async with session(proxy_command(sqlite_url, SCRIPTED)) as client:  # mcp 2.x validates structuredContent
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            small = await client.call_tool("records", {"n": 3})
+            big = await client.call_tool("records", {"n": 40_000})
+            aid = big.structured_content["artifact_id"]
+            errors = await client.call_tool("query_artifact",
+                                            {"artifact_id": aid, "jmespath": "items[?status=='error'].id"})
+            item = await client.call_tool("fetch_slice", {"artifact_id": aid, "unit": "items", "offset": 12345,
+                                                          "limit": 1})
+        return upstream_tools, tools, small, big, errors, item
+
+    upstream_tools, tools, small, big, errors, item = run(scenario)
+    original = upstream_tools["records"].output_schema
+    widened = tools["records"].output_schema
+    assert widened == widen_output_schema(original) and widened["anyOf"][1] == REFERENCE_OUTPUT_SCHEMA
+    for name, tool in upstream_tools.items():  # everything else about every tool is unchanged
+        assert tools[name].model_dump(exclude={"output_schema"}) == tool.model_dump(exclude={"output_schema"})
+    assert small.structured_content == {"total": 3, "items": small.structured_content["items"]}
+
+    jsonschema.validate(big.structured_content, widened)
+    assert real_count(big.content[0].text) < 1000
+    assert big.structured_content["artifact_id"] == artifact_id(big.content[0].text)
+    assert errors.structured_content["result"] == [i for i in range(40_000) if i % 1000 == 7]
+    assert json.loads(item.structured_content["content"]) == [
+        {"id": 12345, "status": "ok", "message": "event 12345 " + "m" * (12345 % 40)}]
+    # the text and the structured copy of the same result were stored once, as one artifact
+    with Offloader(sqlite_url) as off:
+        assert [row["tool"] for row in off.list()[0]] == ["records"]
+
+
+def test_everything_else_passes_through_both_ways(sqlite_url, tmp_path):
+    """Resources, prompts, logging, progress, list-changed, server-to-client requests, error results,
+    embedded resources, parts."""
+    logs, messages, progress = [], [], []
+
+    async def on_roots(context):
+        return ListRootsResult(roots=[Root(uri="file:///work/a"), Root(uri="file:///work/b")])
+
+    async def on_log(params):
+        logs.append(params.data)
+
+    async def on_message(message):
+        messages.append(message)
+
+    async def on_progress(done, total, text):
+        progress.append((done, total, text))
+
+    async def scenario():
+        async with session(proxy_command(sqlite_url, SCRIPTED), mode="legacy", logging_callback=on_log,
+                           message_handler=on_message, list_roots_callback=on_roots) as client:
+            resource = await client.read_resource("data://big")
+            prompt = await client.get_prompt("greet", {"name": "Ann"})
+            chatty = await client.call_tool("chatty", {})
+            slow = await client.call_tool("slow", {"steps": 3, "pause": 0.05}, progress_callback=on_progress)
+            failed = await client.call_tool("fail", {})
+            asked = await client.call_tool("roots", {})
+            grown = await client.call_tool("grow", {})
+            with anyio.fail_after(10):
+                while not any(getattr(m, "method", "") == "notifications/tools/list_changed" for m in messages):
+                    await anyio.sleep(0.05)
+            new_tools = [t.name for t in (await client.list_tools()).tools]
+            embedded = await client.call_tool("embedded", {"n": 40_000})
+            parts = await client.call_tool("parts", {"count": 5, "n": 150})  # each fits; together they do not
+            joined = await client.call_tool("fetch_slice", {"artifact_id": artifact_id(parts.content[0].text),
+                                                            "offset": 149, "limit": 3})
+        return resource, prompt, chatty, slow, failed, asked, grown, new_tools, embedded, parts, joined
+
+    resource, prompt, chatty, slow, failed, asked, grown, new_tools, embedded, parts, joined = run(scenario)
+    assert len(resource.contents[0].text) > 2_000_000  # resources are not tool results: unchanged
+    assert prompt.messages[0].content.text == "Hello, Ann!"
+    assert chatty.content[0].text == "said hello" and logs == ["hello from upstream"]
+    assert slow.content[0].text == "done after 3 steps" and [p[0] for p in progress] == [1, 2, 3]
+    assert failed.is_error and "always fails" in failed.content[0].text
+    assert asked.content[0].text == "file:///work/a file:///work/b"
+    assert grown.content[0].text == "grown" and "new_tool" in new_tools and new_tools[-2:] == ["fetch_slice",
+                                                                                             "query_artifact"]
+    assert embedded.content[0].text.startswith("Embedded resource file:///data/big.txt (text/plain):\n[offload]")
+    assert len(parts.content) == 1 and "754 lines" in parts.content[0].text  # five parts, stored as one
+    assert joined.structured_content["content"].splitlines() == [
+        f"part 0 {'0000149 ' + 'abcdefghij' * (1 + 149 % 7)}", "", f"part 1 {'0000000 ' + 'abcdefghij'}"]
+
+
+def test_upstream_crash_answers_at_once_and_stored_results_stay_readable(sqlite_url):
+    async def scenario():
+        async with session(proxy_command(sqlite_url, SCRIPTED)) as client:
+            stored = await client.call_tool("lines", {"n": 20_000})
+            started = time.perf_counter()
+            with pytest.raises(MCPError) as crashed:
+                await client.call_tool("crash", {})
+            waited = time.perf_counter() - started
+            with pytest.raises(MCPError) as after:
+                await client.call_tool("lines", {"n": 1})
+            page = await client.call_tool("fetch_slice", {"artifact_id": artifact_id(stored.content[0].text),
+                                                          "offset": -1})
+        return crashed.value, waited, after.value, page
+
+    crashed, waited, after, page = run(scenario)
+    assert crashed.code == -32000 and waited < 5
+    assert "exited with code 3" in crashed.message and "fatal: simulated crash" in crashed.message
+    assert "tools/call crash" in crashed.message
+    assert after.code == -32000 and "tools/call lines" in after.message
+    assert page.structured_content["content"] == "0019999 " + "abcdefghij" * (1 + 19999 % 7)
+
+
+def test_upstream_hang_times_out_and_the_call_is_cancelled(sqlite_url, tmp_path):
+    events = tmp_path / "events.txt"
+    events.touch()
+
+    async def scenario():
+        async with session(proxy_command(sqlite_url, SCRIPTED, "--timeout", "1.5"),
+                           env={"PROXY_UPSTREAM_EVENTS": str(events)}) as client:
+            started = time.perf_counter()
+            with pytest.raises(MCPError) as hung:
+                await client.call_tool("hang", {})
+            waited = time.perf_counter() - started
+            alive = await client.call_tool("lines", {"n": 2})  # the upstream itself still answers
+            with anyio.move_on_after(0.5):  # the client gives up on its own: its cancellation passes through
+                await client.call_tool("hang", {})
+            with anyio.fail_after(10):
+                while events.read_text().count("hang was cancelled") < 2:
+                    await anyio.sleep(0.05)
+            still = await client.call_tool("lines", {"n": 1})
+        return hung.value, waited, alive, still
+
+    hung, waited, alive, still = run(scenario)
+    assert hung.code == -32001 and "--timeout" in hung.message and "tools/call hang" in hung.message
+    assert 1.4 < waited < 5
+    assert alive.content[0].text.startswith("0000000 ") and still.content[0].text == "0000000 abcdefghij"
+
+
+def test_store_failure_gives_a_bounded_preview_marked_not_stored(tmp_path, real_count):
+    blocked = tmp_path / "not-a-dir"
+    blocked.write_text("a file where the store's folder should be")
+
+    async def scenario():
+        async with session(proxy_command(f"sqlite:///{blocked}/store.db", SCRIPTED)) as client:
+            return await client.call_tool("lines", {"n": 50_000})
+
+    result = run(scenario)
+    text = result.content[0].text
+    assert "could NOT be stored" in text and real_count(text) < 1000
+    assert text.count("\n") < 200
+
+
+def test_streamable_http_upstream(sqlite_url, real_count):
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen([*SCRIPTED, "--http", str(port)], stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                break
+            assert time.monotonic() < deadline and server.poll() is None, "the HTTP upstream did not start"
+            time.sleep(0.1)
+
+        async def scenario():
+            command = [sys.executable, "-m", "offload", "--url", sqlite_url, "proxy", "--upstream-url",
+                       f"http://127.0.0.1:{port}/mcp"]
+            async with session(command) as client:
+                names = [t.name for t in (await client.list_tools()).tools]
+                shown = await client.call_tool("lines", {"n": 30_000})
+                page = await client.call_tool("fetch_slice", {"artifact_id": artifact_id(shown.content[0].text),
+                                                              "offset": 29_998})
+                small = await client.call_tool("lines", {"n": 2})
+            return names, shown, page, small
+
+        names, shown, page, small = run(scenario)
+    finally:
+        server.terminate()
+        server.wait(10)
+    assert names[-2:] == ["fetch_slice", "query_artifact"] and "hang" in names
+    assert real_count(shown.content[0].text) < 1000
+    assert page.structured_content["content"].splitlines() == [
+        "0029998 " + "abcdefghij" * (1 + 29998 % 7), "0029999 " + "abcdefghij" * (1 + 29999 % 7)]
+    assert small.content[0].text == "0000000 abcdefghij\n0000001 abcdefghijabcdefghij"
+
+
+def test_cli_refuses_a_missing_or_double_upstream(tmp_path):
+    from typer.testing import CliRunner
+
+    from offload.cli import app
+
+    runner = CliRunner()
+    store = f"sqlite:///{tmp_path / 's.db'}"
+    for extra in ([], ["--upstream-url", "http://127.0.0.1:9/mcp", "--", "true"]):
+        done = runner.invoke(app, ["--url", store, "proxy", *extra])
+        assert done.exit_code == 2 and "either as a command after --" in done.output
+    done = runner.invoke(app, ["--url", store, "proxy", "--limit", "git_show=lots", "--", "true"])
+    assert done.exit_code == 2 and "whole number of tokens" in done.output
+    done = runner.invoke(app, ["--url", store, "proxy", "--", "/no/such/server"])
+    assert done.exit_code == 2 and "could not start the upstream MCP server (/no/such/server)" in done.output
+
+
+def test_widened_schema_keeps_refs_resolvable():
+    original = {"$schema": "https://json-schema.org/draft/2020-12/schema", "type": "object",
+                "$defs": {"Item": {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}},
+                "properties": {"item": {"$ref": "#/$defs/Item"}}, "required": ["item"]}
+    widened = widen_output_schema(original)
+    jsonschema.Draft202012Validator.check_schema(widened)
+    jsonschema.validate({"item": {"x": 1}}, widened)
+    reference = {"artifact_id": None, "tool": "t", "kind": "text", "bytes": 9, "preview": "", "truncated": True}
+    jsonschema.validate(reference, widened)
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"item": {"x": "not a number"}}, widened)
+
+
+FS_SERVER = os.environ.get("OFFLOAD_TEST_FS_SERVER")  # .ci/run installs the npm reference filesystem server
+
+
+@pytest.mark.skipif(not FS_SERVER, reason="set OFFLOAD_TEST_FS_SERVER to the npm filesystem server's bin "
+                                          "(npm install @modelcontextprotocol/server-filesystem)")
+def test_npm_filesystem_server_structured_text_is_stored_once(git_repo, sqlite_url, real_count):
+    """The reference filesystem server sends a file's text twice (content and structuredContent, with an
+    outputSchema): the proxy stores it once and the validating client accepts the reference for both."""
+    upstream = [FS_SERVER, str(git_repo)]
+    original = (git_repo / "big.txt").read_text().splitlines()
+
+    async def scenario():
+        async with session(upstream) as direct:
+            upstream_tools = {t.name: t for t in (await direct.list_tools()).tools}
+        async with session(proxy_command(sqlite_url, upstream)) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            read = await client.call_tool("read_text_file", {"path": str(git_repo / "big.txt")})
+            aid = read.structured_content["artifact_id"]
+            page = await client.call_tool("fetch_slice", {"artifact_id": aid, "offset": 77_777, "limit": 2})
+        return upstream_tools, tools, read, page
+
+    upstream_tools, tools, read, page = run(scenario)
+    for name, tool in upstream_tools.items():
+        expected = widen_output_schema(tool.output_schema) if tool.output_schema else None
+        assert tools[name].output_schema == expected
+        assert tools[name].model_dump(exclude={"output_schema"}) == tool.model_dump(exclude={"output_schema"})
+    assert real_count(read.content[0].text) < 1000
+    assert read.structured_content["artifact_id"] == artifact_id(read.content[0].text)
+    assert page.structured_content["content"].splitlines() == original[77_777:77_779]
+    with Offloader(sqlite_url) as off:
+        assert len(off.list()[0]) == 1
