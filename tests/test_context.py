@@ -1,0 +1,684 @@
+"""The context budget guard (issue 4): `fit_context` over OpenAI Chat, OpenAI Responses and Anthropic
+conversations. Property tests over random conversations (long chats and single-prompt agent loops),
+the strategies one by one, and a 400-message conversation of real tool results up to 2 MB.
+
+Every check reads what left the context back from the store and compares it with the caller's messages.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+import functools
+import importlib.metadata
+import json
+import logging
+import re
+import struct
+import subprocess
+import sysconfig
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from offload import ContextBudgetExceeded, InvalidArgument, Offloader
+from offload.context import FORMATS, guard_for
+
+APIS = ["openai", "openai-responses", "anthropic"]
+ART = re.compile(r"art_[a-z2-7]{16}")
+STDLIB = Path(sysconfig.get_paths()["stdlib"])
+
+
+# -- real data ---------------------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=None)
+def corpus() -> str:
+    """Some MB of real text: the stdlib's Python sources, one after another."""
+    parts, size = [], 0
+    for path in sorted(STDLIB.glob("*.py")):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        parts.append(f"# ==> {path.name} <==\n{text}")
+        size += len(text)
+        if size > 3_000_000:
+            break
+    return "".join(parts)
+
+
+def text_of(size: int, seed: int) -> str:
+    data = corpus()
+    start = (seed * 7919) % (len(data) - size) if size < len(data) else 0
+    return data[start:start + size]
+
+
+def png(width: int = 24, height: int = 16, shade: int = 0) -> bytes:
+    """A real PNG (a gradient), made here so the test needs no image file."""
+    rows = b"".join(b"\x00" + b"".join(bytes(((x * 10 + shade) % 256, (y * 15) % 256, 128)) for x in range(width))
+                    for y in range(height))
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    header = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows)) + chunk(b"IEND", b"")
+
+
+def image_b64(shade: int = 0) -> str:
+    return base64.b64encode(png(shade=shade)).decode()
+
+
+# -- conversations, written once and rendered in each API's shape ---------------------------------
+
+@dataclass
+class Call:
+    name: str
+    args: dict
+    result: Any  # str, or a list of ("text", str) / ("image", base64) parts
+
+
+@dataclass
+class Turn:
+    kind: str  # "user" | "assistant" | "tools"
+    text: str = ""
+    calls: list[Call] = field(default_factory=list)
+    image: str | None = None  # a user message may carry an image
+
+
+def render(api: str, turns: list[Turn], system: str | None = "You are a careful coding agent.",
+           first_call: int = 0) -> list[dict]:
+    out: list[dict] = []
+    if system is not None:
+        role = "developer" if api == "openai-responses" else "system"
+        out.append({"role": role, "content": system})
+    n = first_call
+    for turn in turns:
+        if turn.kind == "user":
+            out.append(_user(api, turn))
+        elif turn.kind == "assistant":
+            out.append(_assistant_text(api, turn.text))
+        else:
+            ids = [f"call_{n + k}" for k in range(len(turn.calls))]
+            n += len(turn.calls)
+            out.extend(_tool_turn(api, turn, ids))
+    return out
+
+
+def _user(api: str, turn: Turn) -> dict:
+    if turn.image is None:
+        return {"role": "user", "content": turn.text}
+    if api == "openai":
+        return {"role": "user", "content": [{"type": "text", "text": turn.text}, {
+            "type": "image_url", "image_url": {"url": f"data:image/png;base64,{turn.image}"}}]}
+    if api == "openai-responses":
+        return {"role": "user", "content": [{"type": "input_text", "text": turn.text}, {
+            "type": "input_image", "image_url": f"data:image/png;base64,{turn.image}"}]}
+    return {"role": "user", "content": [{"type": "text", "text": turn.text}, {
+        "type": "image", "source": {"type": "base64", "media_type": "image/png", "data": turn.image}}]}
+
+
+def _assistant_text(api: str, text: str) -> dict:
+    if api == "openai-responses":
+        return {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": text}]}
+    return {"role": "assistant", "content": text}
+
+
+def _result_content(api: str, result: Any) -> Any:
+    if isinstance(result, str):
+        return result
+    if api == "openai":  # Chat Completions tool messages hold text parts only
+        return [{"type": "text", "text": v} for k, v in result if k == "text"]
+    if api == "openai-responses":
+        return [{"type": "input_text", "text": v} if k == "text" else
+                {"type": "input_image", "image_url": f"data:image/png;base64,{v}"} for k, v in result]
+    return [{"type": "text", "text": v} if k == "text" else
+            {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": v}} for k, v in result]
+
+
+def _tool_turn(api: str, turn: Turn, ids: list[str]) -> list[dict]:
+    calls = list(zip(ids, turn.calls))
+    if api == "openai":
+        return [{"role": "assistant", "content": turn.text or None, "tool_calls": [
+            {"id": i, "type": "function", "function": {"name": c.name, "arguments": json.dumps(c.args)}}
+            for i, c in calls]}] + [{"role": "tool", "tool_call_id": i, "content": _result_content(api, c.result)}
+                                    for i, c in calls]
+    if api == "openai-responses":
+        items: list[dict] = [{"type": "reasoning", "id": f"rs_{ids[0]}", "summary": [
+            {"type": "summary_text", "text": turn.text or "Calling tools."}]}]
+        items += [{"type": "function_call", "call_id": i, "name": c.name, "arguments": json.dumps(c.args)}
+                  for i, c in calls]
+        items += [{"type": "function_call_output", "call_id": i, "output": _result_content(api, c.result)}
+                  for i, c in calls]
+        return items
+    blocks = ([{"type": "text", "text": turn.text}] if turn.text else []) + [
+        {"type": "tool_use", "id": i, "name": c.name, "input": c.args} for i, c in calls]
+    return [{"role": "assistant", "content": blocks},
+            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": i,
+                                          "content": _result_content(api, c.result)} for i, c in calls]}]
+
+
+# -- reading back what left the context --------------------------------------------------------------
+
+def raw(off: Offloader, artifact_id: str) -> bytes:
+    return b"".join(off.iter_raw(artifact_id))
+
+
+def is_note(msg: dict) -> bool:
+    return msg.get("role") == "user" and isinstance(msg.get("content"), str) and \
+        msg["content"].startswith("[offload] Dropped to fit the context window")
+
+
+def restore_text(off: Offloader, text: str, keep: set[str]) -> str:
+    if text in keep or not text.startswith("[offload] "):
+        return text
+    return raw(off, ART.search(text).group()).decode("utf-8")
+
+
+def restore_block(off: Offloader, block: Any, keep: set[str]) -> Any:
+    text = block.get("text") if isinstance(block, dict) else None
+    if not isinstance(text, str) or text in keep or not text.startswith("[offload] "):
+        return block
+    data = raw(off, ART.search(text).group())
+    if " block of this result " in text:
+        return json.loads(data)
+    return {**block, "text": data.decode("utf-8")}
+
+
+def restore(off: Offloader, api: str, messages: list[dict], keep: set[str] = frozenset()) -> list[dict]:
+    """The caller's conversation again, from a fitted one: notes and placeholders read back from the store."""
+    fmt = FORMATS[api]
+    out = []
+    for msg in messages:
+        if is_note(msg):
+            span = json.loads(raw(off, ART.search(msg["content"]).group()))
+            out.extend(restore(off, api, span, keep))
+            continue
+        contents = {}
+        for position, slot in enumerate(fmt.results(msg)):
+            if isinstance(slot.content, str):
+                contents[position] = restore_text(off, slot.content, keep)
+            elif isinstance(slot.content, list):
+                contents[position] = [restore_block(off, b, keep) for b in slot.content]
+        out.append(fmt.with_results(msg, contents))
+    return out
+
+
+def side(api: str, msg: dict) -> str:
+    """u: a user (or system) message, a: the assistant's side, r: a tool result."""
+    kind = msg.get("type")
+    if kind == "function_call_output" or msg.get("role") == "tool":
+        return "r"
+    if msg.get("role") == "user" and isinstance(msg.get("content"), list) and any(
+            b.get("type") == "tool_result" for b in msg["content"]):
+        return "r"
+    if kind in ("reasoning", "function_call") or msg.get("role") == "assistant":
+        return "a"
+    return "u"
+
+
+def groups_of(api: str, messages: list[dict]) -> list[list[int]]:
+    """The groups of a well-formed conversation, written apart from the guard's own grouping."""
+    groups: list[list[int]] = []
+    previous = "u"
+    for i, msg in enumerate(messages):
+        s = side(api, msg)
+        if i == 0 or s == "u" or (s == "a" and previous in ("u", "r")):
+            groups.append([i])
+        else:
+            groups[-1].append(i)
+        previous = s
+    return groups
+
+
+def call_ids(api: str, msg: dict) -> tuple[list[str], list[str]]:
+    """(calls made, results carried) by one message."""
+    fmt = FORMATS[api]
+    return [c.call_id for c in fmt.calls(msg)], [s.call_id for s in fmt.results(msg)]
+
+
+def check(off: Offloader, api: str, original: list[dict], fitted, keep: set[str] = frozenset()) -> list[int]:
+    """Every invariant of a fit; returns the positions (in `original`) of the messages kept."""
+    messages, report = fitted.messages, fitted.report
+    guard = guard_for(off)
+    tokens = sum(guard.count_message(m) for m in messages)
+    assert tokens == report.tokens_after <= report.budget
+    # the system prompt first and unchanged, the caller's last message last
+    if side(api, original[0]) == "u" and original[0].get("role") in ("system", "developer"):
+        assert messages[0] == original[0]
+    assert not is_note(messages[-1])
+    assert restore(off, api, [messages[-1]], keep) == [original[-1]]
+    # no orphan call or result
+    seen_calls: set[str] = set()
+    answered: set[str] = set()
+    for msg in messages:
+        calls, results = call_ids(api, msg)
+        assert set(results) <= seen_calls, f"orphan result {results}"
+        seen_calls |= set(calls)
+        answered |= set(results)
+    assert seen_calls == answered, f"calls without their result: {seen_calls - answered}"
+    # nothing lost: the fitted conversation reads back to the caller's, byte for byte
+    assert restore(off, api, messages, keep) == original
+    kept, j = [], 0
+    for msg in messages:
+        if is_note(msg):
+            j += len(restore(off, api, [msg], keep))
+        else:
+            kept.append(j)
+            j += 1
+    assert j == len(original)
+    # no split group; the most recent one whole
+    kept_set = set(kept)
+    for g in groups_of(api, original):
+        assert set(g) <= kept_set or not set(g) & kept_set, f"group {g} split"
+    assert groups_of(api, original)[-1][-1] in kept_set
+    return kept
+
+
+def artifact_count(off: Offloader) -> int:
+    total, cursor = 0, None
+    while True:
+        rows, cursor = off.list(limit=500, cursor=cursor)
+        total += len(rows)
+        if cursor is None:
+            return total
+
+
+@pytest.fixture
+def soff(sqlite_url):
+    with Offloader(sqlite_url) as offloader:
+        yield offloader
+
+
+def tools_turn(*results: Any, text: str = "") -> Turn:
+    return Turn("tools", text, [Call("read_file", {"path": f"/src/{k}.py"}, r) for k, r in enumerate(results)])
+
+
+# -- the strategies one by one -----------------------------------------------------------------------
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_conversation_within_budget_comes_back_as_it_is(soff, api):
+    original = render(api, [Turn("user", "hello"), tools_turn(text_of(3000, 1)), Turn("assistant", "done")])
+    fitted = soff.fit_context(original, 128_000, api=api)
+    assert fitted.messages == original and fitted.messages is not original
+    assert all(a is b for a, b in zip(fitted.messages, original))
+    assert not fitted.report.changed and artifact_count(soff) == 0
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_result_over_the_cap_becomes_its_reference(soff, api):
+    big = text_of(400_000, 2)
+    original = render(api, [Turn("user", "read it"), tools_turn(big)])
+    before = copy.deepcopy(original)
+    fitted = soff.fit_context(original, 128_000, api=api)
+    assert original == before
+    check(soff, api, original, fitted)
+    assert fitted.report.strategies == ["offload"]
+    result = FORMATS[api].results(fitted.messages[-1])[0].content
+    assert "was too large for the context and was stored whole as" in result  # the full reference
+    aid = ART.search(result).group()
+    page = soff.fetch_slice(aid, offset=-3)
+    assert page["content"] == "\n".join(big.split("\n")[-3:])
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_older_results_become_placeholders_oldest_first(soff, api):
+    turns = [Turn("user", "look around")] + [tools_turn(text_of(6000, k)) for k in range(8)]
+    original = render(api, turns)
+    fitted = soff.fit_context(original, 16_000, api=api)
+    check(soff, api, original, fitted)
+    assert fitted.report.strategies == ["placeholder"]
+    contents = [s.content for m in fitted.messages for s in FORMATS[api].results(m)]
+    replaced = [c.startswith("[offload] Removed") for c in contents]
+    assert replaced == sorted(replaced, reverse=True) and replaced[0] and not replaced[-1]
+    assert all(len(c) < 400 and "\n" not in c for c in contents if c.startswith("[offload]"))  # one line
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_dropped_groups_are_one_stored_span_named_by_a_note(soff, api):
+    turns = [Turn("user", "the task: " + text_of(300, 3))]
+    for k in range(30):
+        turns += [Turn("assistant", text_of(400, k)), Turn("user", text_of(300, k + 50))]
+    original = render(api, turns)
+    fitted = soff.fit_context(original, 4_000, api=api)
+    kept = check(soff, api, original, fitted)
+    assert fitted.report.strategies == ["drop"]
+    assert kept[:2] == [0, 1]  # the system prompt and the first user message stay
+    notes = [m for m in fitted.messages if is_note(m)]
+    assert len(notes) == 1 and fitted.messages[2] is notes[0] and "\n" not in notes[0]["content"]
+    aid = ART.search(notes[0]["content"]).group()
+    assert json.loads(raw(soff, aid)) == original[2:kept[2]]
+    page = soff.fetch_slice(aid, unit="items", offset=0, limit=2)  # the note's own instructions work
+    assert json.loads(page["content"]) == original[2:4]
+
+
+def test_the_first_user_message_goes_last_and_only_when_nothing_else_makes_room(soff):
+    original = render("openai", [Turn("user", text_of(9000, 4)), Turn("assistant", "ok"), Turn("user", "and?")])
+    fitted = soff.fit_context(original, 4_000)
+    kept = check(soff, "openai", original, fitted)
+    assert kept == [0, 3] and is_note(fitted.messages[1])
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_too_big_a_last_turn_is_a_clear_error_with_the_sizes(soff, api):
+    original = render(api, [Turn("user", "hi"), Turn("assistant", "ok"), Turn("user", text_of(30_000, 5))])
+    before = copy.deepcopy(original)
+    with pytest.raises(ContextBudgetExceeded) as err:
+        soff.fit_context(original, 8_000, api=api)
+    assert err.value.budget == 6_000 and err.value.needed > 6_000
+    assert "most recent turn" in str(err.value) and f"{err.value.needed}" in str(err.value)
+    assert original == before
+
+
+def test_a_result_already_in_the_store_is_named_not_stored_again(soff):
+    data = text_of(20_000, 6)
+    stored = soff.put(data, tool="read_file")
+    original = render("openai", [Turn("user", "x"), tools_turn(data), tools_turn("small"), Turn("user", "next")])
+    count = artifact_count(soff)
+    fitted = soff.fit_context(original, 8_000)
+    check(soff, "openai", original, fitted)
+    assert stored.artifact_id in fitted.messages[3]["content"]
+    assert artifact_count(soff) == count
+    assert [a.reused for a in fitted.report.actions] == [True]
+
+
+def test_a_reference_in_the_input_is_left_alone(soff):
+    ref = str(soff.process("grep", text_of(200_000, 7)))
+    original = render("openai", [Turn("user", "x"), tools_turn(ref)] + [tools_turn(text_of(9000, k)) for k in range(3)]
+                      + [Turn("user", "next")])
+    count = artifact_count(soff)
+    fitted = soff.fit_context(original, 12_000)
+    check(soff, "openai", original, fitted, keep={ref})
+    assert fitted.messages[3]["content"] == ref  # neither stored again nor replaced
+    assert fitted.messages[5]["content"].startswith("[offload] Removed")
+    assert artifact_count(soff) == count + 1
+
+
+def test_parallel_tool_use_stays_one_group(soff):
+    turns = [Turn("user", "compare them")]
+    turns += [tools_turn(*(text_of(2500, 10 * k + j) for j in range(3)), text="reading three") for k in range(6)]
+    turns.append(Turn("user", "which is best?"))
+    original = render("anthropic", turns)
+    assert len(original[2]["content"]) == 4 and len(original[3]["content"]) == 3  # text + 3 tool_use; 3 results
+    fitted = soff.fit_context(original, 3_000, api="anthropic")
+    kept = check(soff, "anthropic", original, fitted)
+    assert "drop" in fitted.report.strategies and len(kept) < len(original)
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai-responses"])
+def test_blocks_of_a_result_share_the_cap_in_proportion_and_images_stay_whole(soff, api):
+    image = image_b64()
+    result = [("text", text_of(60_000, 11)), ("text", text_of(1200, 12)), ("image", image)]
+    original = render(api, [Turn("user", "look"), tools_turn(result)])
+    fitted = soff.fit_context(original, 20_000, api=api)
+    check(soff, api, original, fitted)
+    blocks = FORMATS[api].results(fitted.messages[-1])[0].content
+    assert blocks[0]["text"].startswith("[offload] ")  # the big block: over its share
+    assert blocks[1] == _result_content(api, result)[1]  # the small one: within its share
+    assert blocks[2] == _result_content(api, result)[2]  # the image: kept, byte for byte
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai-responses"])
+def test_an_image_in_an_old_result_becomes_a_placeholder_and_reads_back(soff, api):
+    turns = [Turn("user", "screens")] + [tools_turn([("text", "screenshot"), ("image", image_b64(k))])
+                                         for k in range(6)] + [Turn("user", "so?")]
+    original = render(api, turns)
+    fitted = soff.fit_context(original, 12_000, api=api)
+    check(soff, api, original, fitted)  # restore() reads each image block back as JSON and compares
+    first = FORMATS[api].results(fitted.messages[3 if api == "anthropic" else 4])[0].content
+    assert " block of this result " in first[1]["text"]
+
+
+def test_the_report_is_logged_and_given_to_the_callback(soff, caplog):
+    original = render("openai", [Turn("user", "x")] + [tools_turn(text_of(5000, k)) for k in range(6)])
+    seen = []
+    with caplog.at_level(logging.INFO, logger="offload.context"):
+        fitted = soff.fit_context(original, 12_000, on_report=seen.append, session="s1")
+    report = fitted.report
+    assert seen == [report] and report.changed
+    assert report.tokens_before > report.budget >= report.tokens_after
+    assert report.messages_before == len(original) == report.messages_after
+    assert all(a.strategy == "placeholder" and len(a.messages) == 1 for a in report.actions)
+    assert [a.messages[0] for a in report.actions] == sorted(a.messages[0] for a in report.actions)
+    assert report.summary() in caplog.text and report.artifact_ids[0] in report.summary()
+    assert json.loads(json.dumps(report.to_dict()))["strategies"] == ["placeholder"]
+    assert all(r["session"] == "s1" for r in soff.list()[0])
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_the_steady_state_recognises_what_it_fitted_and_stores_only_what_is_new(soff, api):
+    turns = [Turn("user", "go")] + [tools_turn(text_of(4000, k)) for k in range(12)]
+    original = render(api, turns)
+    first = soff.fit_context(original, 8_000, api=api)
+    count = artifact_count(soff)
+    again = soff.fit_context(first.messages, 8_000, api=api)
+    assert again.messages == first.messages and not again.report.changed
+    assert soff.fit_context(original, 8_000, api=api).messages == first.messages  # the same history again
+    assert artifact_count(soff) == count
+    new = render(api, [tools_turn(text_of(4000, 99))], system=None, first_call=100)
+    nxt = soff.fit_context(first.messages + new, 8_000, api=api)
+    check(soff, api, original + new, nxt)  # what the first fit removed reads back through the second
+    assert artifact_count(soff) <= count + 3  # the new result, the previous last one, one span
+
+
+def test_messages_as_sdk_objects_are_read_through_model_dump(soff):
+    class Message:
+        def __init__(self, data):
+            self.data = data
+
+        def model_dump(self, **kwargs):
+            return copy.deepcopy(self.data)
+
+    original = [Message(m) for m in render("openai", [Turn("user", "x"), tools_turn(text_of(20_000, 13)),
+                                                      Turn("user", "y")])]
+    fitted = soff.fit_context(original, 8_000)
+    assert fitted.messages[0] is original[0] and fitted.messages[-1] is original[-1]
+    assert fitted.messages[3]["content"].startswith("[offload] The result of `read_file` was too large")
+
+
+def test_invalid_calls_are_refused(soff):
+    with pytest.raises(InvalidArgument, match="unknown api"):
+        soff.fit_context([], 1000, api="gemini")
+    with pytest.raises(InvalidArgument):
+        soff.fit_context([], 0)
+    with pytest.raises(InvalidArgument):
+        soff.fit_context([], 1000, reserve_tokens=800)
+    with pytest.raises(InvalidArgument):
+        soff.fit_context({"role": "user"}, 1000)
+    assert soff.fit_context([], 1000).messages == []
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_every_backend(off, api):
+    turns = [Turn("user", "go")] + [tools_turn(text_of(3000 + 20_000 * (k == 2), k)) for k in range(10)]
+    turns += [Turn("assistant", "thinking"), Turn("user", "and now?")]
+    original = render(api, turns)
+    for window in (40_000, 5_000):
+        check(off, api, original, off.fit_context(original, window, api=api))
+
+
+# -- property tests ----------------------------------------------------------------------------------
+
+SIZES = [0, 40, 300, 1_500, 6_000, 25_000]
+
+
+@st.composite
+def conversations(draw, agent_loop: bool | None = None, max_turns: int = 30, big: int = 60_000):
+    loop = draw(st.booleans()) if agent_loop is None else agent_loop
+    seed = draw(st.integers(0, 10_000))
+    size = st.sampled_from(SIZES + [big])
+    turns = [Turn("user", text_of(draw(st.sampled_from([20, 300, 3_000])), seed),
+                  image=image_b64(seed % 50) if draw(st.integers(0, 9)) == 0 else None)]
+    for k in range(draw(st.integers(0, max_turns))):
+        kind = draw(st.sampled_from(["tools"] * 8 + ["assistant"] if loop else ["user", "assistant", "tools"]))
+        if kind == "tools":
+            results = []
+            for j in range(draw(st.integers(1, 3))):
+                if draw(st.integers(0, 7)) == 0:
+                    results.append([("text", text_of(draw(size), seed + k + j)), ("image", image_b64(k % 50))])
+                else:
+                    results.append(text_of(draw(size), seed + 31 * k + j))
+            turns.append(tools_turn(*results, text=text_of(draw(st.sampled_from([0, 80])), k)))
+        elif kind == "user":
+            turns.append(Turn("user", text_of(draw(st.sampled_from([10, 200, 2_000])), seed + k)))
+        else:
+            turns.append(Turn("assistant", text_of(draw(st.sampled_from([10, 400, 2_500])), seed + k)))
+    return turns
+
+
+def _property(off: Offloader, api: str, turns: list[Turn], window: int, system: bool) -> None:
+    original = render(api, turns, system="Be brief. " * 20 if system else None)
+    before = copy.deepcopy(original)
+    try:
+        fitted = off.fit_context(original, window, api=api)
+    except ContextBudgetExceeded as exc:
+        event("ContextBudgetExceeded")
+        assert original == before
+        assert exc.needed > exc.budget == int(window * 0.75)
+        guard = guard_for(off)
+        last = groups_of(api, original)[-1]
+        head = sum(guard.count_message(m) for m in original[:1 if system else 0])
+        note = guard.note_tokens(FORMATS[api]) if len(original) > len(last) + system else 0
+        assert head + sum(guard.count_message(original[i]) for i in last) + note > exc.budget  # no false alarm
+        return
+    assert original == before
+    event(" + ".join(fitted.report.strategies) or "unchanged")
+    check(off, api, original, fitted)
+
+
+@pytest.mark.parametrize("api", APIS)
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(turns=conversations(), window=st.sampled_from([3_000, 8_000, 32_000, 128_000]), system=st.booleans())
+def test_property_random_conversations(soff, api, turns, window, system):
+    _property(soff, api, turns, window, system)
+
+
+@pytest.mark.parametrize("api", APIS)
+@settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                  HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(turns=conversations(agent_loop=True, max_turns=150), window=st.sampled_from([4_000, 16_000, 128_000]),
+       system=st.booleans())
+def test_property_agent_loops(soff, api, turns, window, system):
+    _property(soff, api, turns, window, system)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("api", APIS)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
+                                                                   HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(turns=conversations(agent_loop=True, max_turns=250, big=300_000),
+       window=st.sampled_from([4_000, 16_000, 128_000]), system=st.booleans())
+def test_property_long_agent_loops_slow(soff, api, turns, window, system):
+    _property(soff, api, turns, window, system)
+
+
+# -- done when: 400 messages, 60 real tool results up to 2 MB ----------------------------------------
+
+def _grep(pattern: str, size: int) -> str:
+    out = subprocess.run(["grep", "-rn", "--include=*.py", "--exclude-dir=site-packages", pattern, str(STDLIB)],
+                         capture_output=True).stdout
+    text = out[:size].decode("utf-8", "replace").rsplit("\n", 1)[0] + "\n"
+    return text.encode()[:size].decode("utf-8", "ignore")  # U+FFFD for a Latin-1 byte takes 3 bytes
+
+
+@functools.lru_cache(maxsize=None)
+def _packages() -> list[dict]:
+    packages = [{"name": d.metadata["Name"], "version": d.version, "requires": d.requires or [],
+                 "files": [{"path": str(f), "size": f.size} for f in (d.files or [])]}
+                for d in importlib.metadata.distributions()]
+    return sorted(packages, key=lambda p: p["name"].lower())
+
+
+def _metadata_json(size: int, start: int) -> str:
+    """A JSON document of installed packages with their files, about `size` bytes."""
+    packages, chosen, total = _packages(), [], 0
+    for k in range(len(packages)):
+        package = packages[(start + k) % len(packages)]
+        length = len(json.dumps(package, indent=1))
+        if total + length <= size:
+            chosen.append(package)
+            total += length
+        if total >= 0.8 * size:
+            break
+    while True:  # nested one level deeper, every line takes a little more
+        doc = json.dumps({"count": len(chosen), "packages": chosen}, indent=1)
+        if len(doc) <= size or len(chosen) == 1:
+            return doc
+        chosen.pop()
+
+
+@functools.lru_cache(maxsize=None)
+def real_results() -> list[tuple[str, dict, str]]:
+    """60 real tool results from this machine, 1 KB to 2 MB: grep output, package metadata, file contents."""
+    sizes = [2_000_000, 900_000, 300_000, 120_000, 40_000, 12_000, 4_000, 1_000]
+    patterns = ["def ", "import", "self\\.", "return", "raise", "class ", "if __name__", "yield", "lambda", "TODO"]
+    out = []
+    for k in range(60):
+        size = sizes[k % len(sizes)]
+        if k % 3 == 0:
+            pattern = patterns[k // 3 % len(patterns)]
+            out.append(("grep", {"pattern": pattern, "path": str(STDLIB)}, _grep(pattern, size)))
+        elif k % 3 == 1:
+            out.append(("pip_inspect", {"start": k}, _metadata_json(size, k * 7)))
+        else:
+            out.append(("read_file", {"path": f"stdlib:{k}"},
+                        text_of(size, k).encode()[:size].decode("utf-8", "ignore")))
+    return out
+
+
+def done_when_turns() -> list[Turn]:
+    results = real_results()
+    turns = [Turn("user", "Audit the standard library for error handling and report what you find.")]
+    chat = 0
+    for k, (name, args, result) in enumerate(results):
+        turns.append(Turn("tools", f"Step {k}: running {name}.", [Call(name, args, result)]))
+        for _ in range(5 if k < 38 else 4):  # talk between the calls: 400 messages in all
+            chat += 1
+            turns.append(Turn("assistant" if chat % 2 else "user", text_of(300 + chat * 7 % 900, chat)))
+    return turns
+
+
+@pytest.fixture(scope="module")
+def done_when_store(tmp_path_factory):
+    with Offloader(f"sqlite:///{tmp_path_factory.mktemp('ctx') / 'store.db'}") as off:
+        yield off
+
+
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("window", [128_000, 6_000])
+def test_done_when_400_messages_with_60_real_results_fit(done_when_store, api, window):
+    off = done_when_store
+    original = render(api, done_when_turns())
+    if api != "openai-responses":  # Responses adds a reasoning item per tool turn
+        assert len(original) == 400, len(original)
+    assert sum(1 for m in original for _ in FORMATS[api].results(m)) == 60
+    assert 1_900_000 <= max(len(r.encode()) for _, _, r in real_results()) <= 2_000_000
+    before = copy.deepcopy(original)
+    fitted = off.fit_context(original, window, api=api, session="done-when")
+    assert original == before
+    check(off, api, original, fitted)
+    report = fitted.report
+    assert report.tokens_before > 10 * report.budget >= report.tokens_after
+    if window == 6_000:
+        assert "drop" in report.strategies
+    # the steady state: the fitted list passed back costs no storing, and comes back the same
+    count = artifact_count(off)
+    again = off.fit_context(fitted.messages, window, api=api)
+    assert again.messages == fitted.messages and artifact_count(off) == count
+
+
+def test_a_history_refitted_after_the_cache_forgot_it_is_recognised_by_hash(soff):
+    original = render("openai", [Turn("user", "go")] + [tools_turn(text_of(4000, k)) for k in range(10)])
+    first = soff.fit_context(original, 6_000)
+    count = artifact_count(soff)
+    other = render("openai", [Turn("user", "something else")])
+    for _ in range(100):  # other conversations: the cache forgets this one
+        soff.fit_context(other, 6_000)
+    assert id(original[3]) not in guard_for(soff)._facts
+    again = soff.fit_context(original, 6_000)
+    check(soff, "openai", original, again)
+    assert [a.artifact_ids for a in again.report.actions] == [a.artifact_ids for a in first.report.actions]
+    assert all(a.reused for a in again.report.actions) and artifact_count(soff) == count
