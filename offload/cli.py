@@ -113,12 +113,29 @@ def put(file: str = typer.Argument(..., help="File to store, or - for standard i
     Example: grep -rn TODO . | offload put - --tool grep
     """
     try:
-        data = sys.stdin.buffer.read() if file == "-" else Path(file).read_bytes()
+        data = sys.stdin.buffer.read() if file == "-" else _read_with_progress(Path(file))
     except OSError as exc:
         typer.echo(f"error: cannot read {file}: {exc.strerror or exc}", err=True)
         raise typer.Exit(2)
+    if len(data) >= _BIG_INPUT and sys.stderr.isatty():
+        typer.echo(f"storing {len(data):,} bytes…", err=True)
     ref = state.off.put(data, tool=tool, session=session, args={"file": file})
     _print_json(ref.to_dict()) if as_json else typer.echo(ref.render())
+
+
+_BIG_INPUT = 16 << 20  # inputs from this size on get a progress bar on a terminal
+
+
+def _read_with_progress(path: Path) -> bytes:
+    size = path.stat().st_size
+    if size < _BIG_INPUT or not sys.stderr.isatty():
+        return path.read_bytes()
+    parts = []
+    with path.open("rb") as f, _progress_bar(size, "reading") as bar:
+        while block := f.read(4 << 20):
+            parts.append(block)
+            bar.update(len(block))
+    return b"".join(parts)
 
 
 @app.command()
