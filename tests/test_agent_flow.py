@@ -12,7 +12,6 @@ from pathlib import Path
 
 import pytest
 
-from offload import Offloader
 from offload.tools.schemas import TOOLS, dispatch
 
 

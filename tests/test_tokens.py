@@ -7,7 +7,6 @@ in other scripts. The full calibration table is benchmarks/token_calibration.py.
 
 from __future__ import annotations
 
-import ast
 import base64
 import csv
 import dis
