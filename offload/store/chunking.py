@@ -52,7 +52,8 @@ def chunk_bytes(data: bytes, size: int = CHUNK_SIZE, start_seq: int = 0,
     while pos < len(data):
         end = _cut_point(view, pos, size)
         piece = bytes(view[pos:end])
-        chars = len(piece.decode("utf-8", errors="replace"))
+        # ASCII (most logs and code) needs no decode to count characters
+        chars = len(piece) if piece.isascii() else len(piece.decode("utf-8", errors="replace"))
         newlines = piece.count(b"\n")
         yield Chunk(seq, byte_start, char_start, line_start, piece, chars, newlines)
         seq += 1
