@@ -28,7 +28,7 @@ from .store import Store, new_id, open_engine, utcnow
 from .store.chunking import count_lines, json_item_index, ndjson_item_index
 from .tokens import TokenCounter, exact_tokenizer
 from .tools.query import QueryRunner
-from .tools.slicing import SliceRequest, Slicer
+from .tools.slicing import SliceRequest, Slicer, content_digest
 
 log = logging.getLogger("offload")
 
@@ -118,8 +118,7 @@ class Offloader:
 
     def _offload(self, tool: str, payload: Payload, *, args: dict | None, session: str | None,
                  fail_open: bool = True, parent_id: str | None = None) -> Reference:
-        budget = self.settings.reference_tokens
-        target = budget if self.counter.exact else int(budget * 0.9)  # the estimate may undercount by 10%
+        target = self._reference_target
         stderr_ref = None
         stderr_share = 0
         if payload.is_shell and payload.stderr:
@@ -157,6 +156,12 @@ class Offloader:
             # the header now says why it was not stored, and the next calls are gone: fit again
             self._fit(ref, detected, payload.data, target)
         return ref
+
+    @property
+    def _reference_target(self) -> int:
+        """Tokens a reference may take by the counter: the estimate may undercount by 10%."""
+        budget = self.settings.reference_tokens
+        return budget if self.counter.exact else int(budget * 0.9)
 
     def _reference(self, tool: str, data: bytes, payload: Payload | None):
         """The reference for `data` with its exact facts; its preview is filled in by `_fit`."""
@@ -303,8 +308,7 @@ class Offloader:
                     text = f"<{type(result).__qualname__} object: neither JSON nor repr() could render it>"
                 data = text.encode("utf-8", errors="surrogatepass")
             text = data.decode("utf-8", errors="replace")
-            budget = self.settings.reference_tokens
-            target = budget if self.counter.exact else int(budget * 0.9)
+            target = self._reference_target
             try:
                 tokens = self.counter.count(text)
             except Exception:  # noqa: BLE001 - a count is not worth failing the last resort
@@ -378,17 +382,22 @@ class Offloader:
     @property
     def slicer(self) -> "Slicer":
         if self._slicer is None:
-            self._slicer = Slicer(self.store, self.counter.count, self._page_budget(self.settings.slice_tokens),
-                                  self.queries.items_of)
+            self._slicer = self.make_slicer(self._page_budget(self.settings.slice_tokens))
         return self._slicer
 
     @property
     def queries(self) -> "QueryRunner":
         if self._queries is None:
-            self._queries = QueryRunner(self.store, self.counter.count,
-                                        self._page_budget(self.settings.query_tokens),
-                                        cache_bytes=self.settings.cache_bytes, timeout=self.settings.query_timeout)
+            self._queries = self.make_queries(self._page_budget(self.settings.query_tokens))
         return self._queries
+
+    def make_slicer(self, budget: int) -> "Slicer":
+        """A slicer over this store with a given page budget (rerun replays a logged budget)."""
+        return Slicer(self.store, self.counter.count, budget, self.queries.items_of)
+
+    def make_queries(self, budget: int) -> "QueryRunner":
+        return QueryRunner(self.store, self.counter.count, budget, cache_bytes=self.settings.cache_bytes,
+                           timeout=self.settings.query_timeout)
 
     def _page_budget(self, tokens: int) -> int:
         # the page's text plus its JSON envelope must fit; the heuristic may undercount by 10%
@@ -402,9 +411,8 @@ class Offloader:
                 "_budget": self.slicer.budget}
         row = self.store.get(artifact_id, self.namespace)
         response = self.slicer.slice(row, SliceRequest(artifact_id, offset, limit, unit, path))
-        content = response["content"].encode("utf-8", errors="surrogatepass")
-        self._log_extract(row, "slice", path, args, hashlib.sha256(content).hexdigest(), len(content), None,
-                          started, session)
+        sha, size = content_digest(response)
+        self._log_extract(row, "slice", path, args, sha, size, None, started, session)
         return response
 
     def query_artifact(self, artifact_id: str, jmespath: str | None = None, grep: str | None = None,

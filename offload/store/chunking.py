@@ -8,10 +8,13 @@ with vectorised passes over the bytes (numpy), never a Python loop per byte.
 
 from __future__ import annotations
 
+import json
+import re
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
 import numpy as np
+import orjson
 
 CHUNK_SIZE = 1 << 20  # 1 MiB: one primary-key read per chunk, small enough to slice from memory
 
@@ -215,8 +218,6 @@ def _key_before(data: bytes, bracket: int) -> str | None:
     i -= 1
     while i >= 0 and not (data[i] == ord('"') and data[i - 1] != 0x5C):
         i -= 1
-    import orjson
-
     try:
         return orjson.loads(data[i : end + 1])
     except orjson.JSONDecodeError:
@@ -252,12 +253,8 @@ def json_item_index(data: bytes) -> ItemIndex | None:
 
 def jmespath_key(key: str) -> str:
     """A key as a JMESPath identifier, quoted when it is not a bare identifier."""
-    import re
-
     if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
         return key
-    import json
-
     return json.dumps(key, ensure_ascii=False)
 
 

@@ -7,6 +7,7 @@ result's bytes for the caller to store as a derived artifact. Keeping the comput
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterator
@@ -34,15 +35,18 @@ class Outcome:
     derived_kind: str = "json"
     count: int = 0
 
+    @functools.cached_property
+    def _result(self) -> bytes:
+        """The full result as bytes: what was (or would be) stored, or the inline result's canonical JSON."""
+        return self.derived if self.derived is not None else canonical(self.inline["result"])
+
     @property
     def result_sha256(self) -> str:
-        if self.derived is not None:
-            return hashlib.sha256(self.derived).hexdigest()
-        return hashlib.sha256(canonical(self.inline["result"])).hexdigest()
+        return hashlib.sha256(self._result).hexdigest()
 
     @property
     def result_bytes(self) -> int:
-        return len(self.derived) if self.derived is not None else len(canonical(self.inline["result"]))
+        return len(self._result)
 
 
 def canonical(value: Any) -> bytes:
@@ -192,8 +196,6 @@ class QueryRunner:
                           timeout=self.timeout)
         lines = _grep_text(page.matches)
         args = {"limit": limit, "context": context}
-        if limit is not None and limit < 0:
-            raise InvalidArgument("limit must not be negative")
         if self._fits(lines):
             nxt = page.next_offset
             return self._inline(row, "grep", pattern, lines, page.total, nxt, args)

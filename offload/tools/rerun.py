@@ -7,12 +7,10 @@ bytes were altered underneath; either way the report says which extract and how.
 
 from __future__ import annotations
 
-import hashlib
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OffloadError
-from .query import QueryRunner
-from .slicing import SliceRequest, Slicer
+from .slicing import SliceRequest, content_digest
 
 if TYPE_CHECKING:
     from ..offloader import Offloader
@@ -30,16 +28,12 @@ def rerun(off: "Offloader", **filters: Any) -> list[dict[str, Any]]:
         try:
             row = off.store.get(extract["artifact_id"], off.namespace, touch=False)
             if extract["op"] == "slice":
-                slicer = off.slicer if budget in (None, off.slicer.budget) else Slicer(
-                    off.store, off.counter.count, budget, off.queries.items_of)
+                slicer = off.slicer if budget in (None, off.slicer.budget) else off.make_slicer(budget)
                 response = slicer.slice(row, SliceRequest(**{k: args[k] for k in
                                                              ("artifact_id", "offset", "limit", "unit", "path")}))
-                sha = hashlib.sha256(response["content"].encode("utf-8", errors="surrogatepass")).hexdigest()
+                sha, _size = content_digest(response)
             else:
-                runner = off.queries
-                if budget not in (None, runner.budget):
-                    runner = QueryRunner(off.store, off.counter.count, budget, cache_bytes=off.settings.cache_bytes,
-                                         timeout=off.settings.query_timeout)
+                runner = off.queries if budget in (None, off.queries.budget) else off.make_queries(budget)
                 sha = runner.compute(row, **{k: args.get(k) for k in QUERY_ARGS if k in args}).result_sha256
         except OffloadError as exc:
             results.append({**entry, "status": "failed", "detail": exc.model_message()})

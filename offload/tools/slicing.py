@@ -9,6 +9,7 @@ back cut by characters with `next` pointing at the rest. A slice is never itself
 from __future__ import annotations
 
 import base64
+import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -268,6 +269,12 @@ class Slicer:
         return {"artifact_id": row["id"], "unit": req.unit, "offset": start, "limit": req.limit,
                 "returned": len(parts), "total": total, "next_offset": next_offset, "next": nxt,
                 "content": content}
+
+
+def content_digest(page: dict[str, Any]) -> tuple[str, int]:
+    """(sha256, bytes) of a page's content: what the extract log records and rerun compares."""
+    content = page["content"].encode("utf-8", errors="surrogatepass")
+    return hashlib.sha256(content).hexdigest(), len(content)
 
 
 def _absolute(offset: int, total: int) -> int:
