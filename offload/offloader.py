@@ -14,25 +14,25 @@ import inspect
 import logging
 import threading
 import time
+from concurrent.futures import Future
 from typing import Any, Callable, Iterator
 
 import orjson
 
-from .content import build_preview, detect, render_shape
-from .content.lines import clip_to_budget
 from .errors import QuotaExceeded, StoreError
 from .reference import Reference
 from .results import Payload, cheap_fits, to_payload
 from .settings import Settings
 from .store import Store, new_id, open_engine, utcnow
-from .store.chunking import count_lines, json_item_index, ndjson_item_index
-from .tokens import TokenCounter, exact_tokenizer
+from . import workers
+from .content import Detected, gc_paused
+from .referencing import ReferenceBuilder, reason
+from .store.chunking import Chunk, ItemIndex, chunk_bytes, json_item_index, ndjson_item_index
+from .tokens import TokenCounter
 from .tools.query import QueryRunner
 from .tools.slicing import SliceRequest, Slicer, content_digest
 
 log = logging.getLogger("offload")
-
-_MIN_PREVIEW = 40  # tokens: below this a preview says nothing useful
 
 
 class Offloader:
@@ -48,7 +48,8 @@ class Offloader:
         self.settings = Settings(**given)
         self.namespace = self.settings.namespace
         self.counter = TokenCounter(self.settings.tokenizer)
-        self._measure = _reference_counter(self.counter)
+        self.references = ReferenceBuilder(self.counter, self.settings.reference_tokens,
+                                           self.settings.grep_max_lines)
         self._store: Store | None = None
         self._store_lock = threading.Lock()
         self._slicer: Slicer | None = None
@@ -69,7 +70,7 @@ class Offloader:
     def close(self) -> None:
         self._slicer = self._queries = None
         if self._store is not None:
-            self._store.engine.dispose()
+            self._store.close()
             self._store = None
 
     def __enter__(self) -> "Offloader":
@@ -96,7 +97,7 @@ class Offloader:
                                  args=args, session=session)
         except Exception as exc:  # noqa: BLE001 - fail open: a tool call never fails because offload did
             log.exception("offload failed on the result of %s; returning an unstored preview", tool)
-            return self._unstored(tool, result, exc)
+            return self.references.unstored(tool, result, exc)
 
     def put(self, data: Any, *, tool: str, args: dict | None = None, session: str | None = None) -> Reference:
         """Store `data` whatever its size (the CLI's `put`) and return the reference the model would get."""
@@ -118,63 +119,74 @@ class Offloader:
 
     def _offload(self, tool: str, payload: Payload, *, args: dict | None, session: str | None,
                  fail_open: bool = True, parent_id: str | None = None) -> Reference:
-        target = self._reference_target
+        # A parsed JSON document is millions of acyclic containers that live until the reference is
+        # built; with the collector on, each collection meanwhile walks them all (1-2 s at 100 MB).
+        # `_offload_paused` returns after the document is freed, by reference counting.
+        with gc_paused():
+            return self._offload_paused(tool, payload, args=args, session=session, fail_open=fail_open,
+                                        parent_id=parent_id)
+
+    def _offload_paused(self, tool: str, payload: Payload, *, args: dict | None, session: str | None,
+                        fail_open: bool, parent_id: str | None) -> Reference:
+        references = self.references
+        target = references.target
+        data = payload.data
         stderr_ref = None
-        stderr_share = 0
+        stored_stderr = None
+        failure: Exception | None = None
         if payload.is_shell and payload.stderr:
             stderr_share = min(self.counter.count(payload.stderr, "text") + 10, target // 2)
-            stderr_ref = self._stderr_preview(tool, payload.stderr, stderr_share, target // 2)
-        ref, detected, sha = self._reference(tool, payload.data, payload)
-        ref.same_as = self._same_result(tool, args, session, sha)  # named before fitting: it takes room
-        if payload.is_shell:
-            ref.kind, ref.exit_code = "shell", payload.exit_code
-            if stderr_ref is not None:
-                ref.stderr, ref.stderr_bytes = stderr_ref.preview, stderr_ref.bytes
-                ref.stderr_truncated = stderr_ref.truncated
-                if stderr_ref.truncated:  # named in the reference before it is fitted: its id takes room
-                    stderr_ref.artifact_id = ref.stderr_artifact_id = new_id("art_")
-        self._fit(ref, detected, payload.data, target)
-        row = {**self._row(ref, tool, args, session, payload), "parent_id": parent_id}
-        stored_stderr = None
+            stderr_ref = references.stderr_preview(tool, payload.stderr, stderr_share, target // 2)
+            if stderr_ref.truncated:
+                # stored first and whole: the main write below holds the store's write lock until its
+                # reference is ready, and the two must never wait on each other
+                stderr_ref.artifact_id = new_id("art_")
+                try:
+                    self._store_artifact(stderr_ref.sha256, self._row(stderr_ref, tool + ":stderr", args, session,
+                                                                      None), payload.stderr)
+                    stored_stderr = stderr_ref.artifact_id
+                except Exception as exc:  # noqa: BLE001 - any store failure fails open
+                    failure = exc
+        chunks = list(chunk_bytes(data))
+        write = _PendingWrite(self, data, chunks) if failure is None else None
         try:
-            if stderr_ref is not None and stderr_ref.truncated:
-                self._store_artifact(stderr_ref, self._row(stderr_ref, tool + ":stderr", args, session, None),
-                                     payload.stderr, None)
-                stored_stderr = stderr_ref.artifact_id
-            self._store_artifact(ref, row, payload.data, detected)
-        except Exception as exc:  # noqa: BLE001 - any store failure fails open
+            analysis = references.analyse(tool, data, payload, chunks,
+                                          sha256=write.sha256.result if write is not None else None)
+            ref, detected = analysis.ref, analysis.detected
+            if write is not None:
+                write.detected.set_result(detected)
+            ref.same_as = self._same_result(tool, args, session, ref.sha256)  # named before fitting: it takes room
+            if payload.is_shell:
+                ref.kind, ref.exit_code = "shell", payload.exit_code
+                if stderr_ref is not None:
+                    ref.stderr, ref.stderr_bytes = stderr_ref.preview, stderr_ref.bytes
+                    ref.stderr_truncated = stderr_ref.truncated
+                    ref.stderr_artifact_id = stderr_ref.artifact_id
+            references.fit(ref, detected, data, target)
+            if write is not None:
+                write.row.set_result({**self._row(ref, tool, args, session, payload), "parent_id": parent_id})
+        finally:
+            if write is not None:
+                write.abandon()  # when the reference failed: the write gives up and nothing is stored
+        if write is not None:
+            try:
+                write.done.result()
+            except Exception as exc:  # noqa: BLE001 - any store failure fails open
+                failure = exc
+        if failure is not None:
             if not fail_open:
-                raise
-            log.warning("offload could not store the result of %s: %s", tool, exc)
+                raise failure
+            log.warning("offload could not store the result of %s: %s", tool, failure)
             if stored_stderr is not None:  # nothing may point at it now: do not leave it behind
                 try:
                     self.store.delete(stored_stderr, self.namespace)
                 except Exception:  # noqa: BLE001 - best effort; gc collects it when it expires
                     log.warning("could not remove the stderr artifact %s of an unstored result", stored_stderr)
-            ref.stored, ref.error, ref.artifact_id = False, _reason(exc), None
+            ref.stored, ref.error, ref.artifact_id = False, reason(failure), None
             ref.stderr_artifact_id = None
             # the header now says why it was not stored, and the next calls are gone: fit again
-            self._fit(ref, detected, payload.data, target)
+            references.fit(ref, detected, data, target)
         return ref
-
-    @property
-    def _reference_target(self) -> int:
-        """Tokens a reference may take by the counter: the estimate may undercount by 10%."""
-        budget = self.settings.reference_tokens
-        return budget if self.counter.exact else int(budget * 0.9)
-
-    def _reference(self, tool: str, data: bytes, payload: Payload | None):
-        """The reference for `data` with its exact facts; its preview is filled in by `_fit`."""
-        detected = detect(data, tool)
-        text = detected.text if detected.text is not None else (payload.text if payload else None)
-        sha = hashlib.sha256(data).hexdigest()
-        chars = len(text) if text is not None else len(data.decode("utf-8", errors="replace"))
-        ref = Reference(
-            artifact_id=new_id("art_"), tool=tool, kind=detected.kind, content_type=detected.content_type,
-            bytes=len(data), chars=chars, lines=count_lines(len(data), data.count(b"\n"), data.endswith(b"\n")),
-            items=None, tokens=self.counter.count(text if text is not None else data, detected.kind),
-            sha256=sha, preview="", truncated=True, notes=list(detected.notes), tokens_exact=self.counter.exact)
-        return ref, detected, sha
 
     def _same_result(self, tool: str, args: dict | None, session: str | None, sha: str) -> str | None:
         """An earlier stored, unexpired call of `tool` in this session with the same args and result, if
@@ -189,83 +201,6 @@ class Offloader:
         except Exception as exc:  # noqa: BLE001 - a hint is never worth failing the tool call
             log.warning("offload could not look for an earlier identical call of %s: %s", tool, exc)
         return None
-
-    def _fit(self, ref: Reference, detected, data: bytes, target: int) -> None:
-        """Fill in the preview, shape and hints so that the whole rendered reference fits `target` tokens.
-
-        The preview is built in the counter's units; the whole text is checked with `_measure`, which
-        also runs the real tokenizers when they are installed, since the estimate can undercount (runs
-        of brackets or repeated letters). Each retry shrinks the preview by what is still over, scaled
-        by how much the counter undercounted the preview; the shape, then hints, give way after that.
-        """
-        measure = self._measure
-        ref.preview, ref.omitted, ref.shape_text, ref.hints = "", "", "", []
-        preview_budget = max(target - measure(ref.render()) - 30, _MIN_PREVIEW)
-        keep_shape, max_hints = True, None
-        for _attempt in range(6):
-            preview = build_preview(detected, data, preview_budget, self.counter.count,
-                                    max_lines=self.settings.grep_max_lines)
-            ref.preview, ref.truncated, ref.omitted = preview.text, preview.truncated, preview.omitted
-            ref.shape, ref.extra = preview.shape, dict(preview.extra)
-            ref.shape_text = render_shape(preview.shape) if preview.shape and keep_shape else ""
-            ref.items = preview.extra.get("items")
-            ref.items_path = preview.extra.get("items_path")
-            results = ref.extra.pop("hint_results", {})
-            hints = preview.hints if max_hints is None else preview.hints[:max_hints]
-            ref.hints = [{"jmespath": h, "result": results.get(h)} for h in hints]
-            total = measure(ref.render())
-            over = total - target
-            if over <= 0:
-                return
-            shown = measure(ref.preview)
-            ratio = min(1.0, self.counter.count(ref.preview) / shown) if shown else 1.0
-            wanted = int((shown - over - 20) * ratio)
-            if wanted < _MIN_PREVIEW and preview_budget <= _MIN_PREVIEW:
-                # the preview is as small as is useful: the shape, then the hints make room
-                if keep_shape and ref.shape_text:
-                    keep_shape = False
-                elif len(ref.hints) > 1:
-                    max_hints = len(ref.hints) - 1
-            preview_budget = max(wanted, _MIN_PREVIEW)
-        self._clip(ref, target)
-
-    def _clip(self, ref: Reference, target: int) -> None:
-        """Last resort: cut the preview (then the stderr preview) to what the rest of the text leaves."""
-        measure = self._measure
-        for field in ("preview", "stderr"):
-            value = getattr(ref, field)
-            over = measure(ref.render()) - target
-            if over <= 0 or not value:
-                return
-            kept = clip_to_budget(value, max(measure(value) - over - 10, 0), measure)
-            note = f"{field} cut to {len(kept):,} of {len(value):,} chars to fit the reference budget"
-            setattr(ref, field, kept)
-            if field == "preview":
-                ref.truncated = True
-                ref.omitted = f"{ref.omitted}; {note}" if ref.omitted else note
-            else:
-                ref.stderr_truncated = True
-                ref.notes = [*ref.notes, note]
-
-    def _stderr_preview(self, tool: str, stderr: bytes, share: int, cap: int) -> Reference:
-        detected = detect(stderr, None)
-        budget = max(share, _MIN_PREVIEW)
-        for _attempt in range(4):
-            preview = build_preview(detected, stderr, budget, self.counter.count)
-            shown = self._measure(preview.text)
-            if shown <= cap:
-                break
-            # the counter undercounted this text: scale its budget down by how much
-            ratio = min(1.0, self.counter.count(preview.text) / shown) if shown else 1.0
-            budget = max(int((cap - 10) * ratio), 1)
-        text = detected.text or ""
-        return Reference(
-            artifact_id=None, tool=tool + ":stderr", kind=detected.kind, content_type=detected.content_type,
-            bytes=len(stderr), chars=len(text), lines=count_lines(len(stderr), stderr.count(b"\n"),
-                                                                  stderr.endswith(b"\n")),
-            items=None, tokens=self.counter.count(text, "text"), sha256=hashlib.sha256(stderr).hexdigest(),
-            preview=preview.text, truncated=preview.truncated, omitted=preview.omitted,
-            tokens_exact=self.counter.exact)
 
     def _row(self, ref: Reference, tool: str, args: dict | None, session: str | None,
              payload: Payload | None) -> dict[str, Any]:
@@ -284,59 +219,13 @@ class Offloader:
             "expires_at": utcnow() + dt.timedelta(days=ttl) if ttl else None,
         }
 
-    def _store_artifact(self, ref: Reference, row: dict, data: bytes, detected) -> None:
-        index = None
-        if detected is not None and detected.kind == "json" and detected.doc is not None:
-            index = json_item_index(data)
-        elif detected is not None and detected.kind == "ndjson":
-            index = ndjson_item_index(data)
+    def _store_artifact(self, sha256: str, row: dict | Callable[[], dict], data: bytes,
+                        index: Callable[[], ItemIndex | None] | None = None, chunks: list[Chunk] | None = None) -> None:
         try:
-            self.store.put(row, data, ref.sha256, item_index=index)
+            self.store.put(row, data, sha256, item_index=index, chunks=chunks)
         except QuotaExceeded:
             self.store.gc()  # expired and least recently used first; then one more try
-            self.store.put(row, data, ref.sha256, item_index=index)
-
-    def _unstored(self, tool: str, result: Any, exc: Exception) -> Reference | str:
-        """Last resort when even building a reference failed: a bounded head+tail, plainly NOT stored."""
-        try:
-            if isinstance(result, (bytes, bytearray, memoryview)):
-                data = bytes(result)
-            else:
-                try:
-                    text = result if isinstance(result, str) else repr(result)
-                except Exception:  # noqa: BLE001 - an object whose repr fails still gets its reference
-                    text = f"<{type(result).__qualname__} object: neither JSON nor repr() could render it>"
-                data = text.encode("utf-8", errors="surrogatepass")
-            text = data.decode("utf-8", errors="replace")
-            target = self._reference_target
-            try:
-                tokens = self.counter.count(text)
-            except Exception:  # noqa: BLE001 - a count is not worth failing the last resort
-                tokens = len(data)
-            ref = Reference(
-                artifact_id=None, tool=tool, kind="text", content_type="text/plain", bytes=len(data),
-                chars=len(text), lines=count_lines(len(data), data.count(b"\n"), data.endswith(b"\n")),
-                items=None, tokens=tokens, sha256=hashlib.sha256(data).hexdigest(), preview="", truncated=True,
-                stored=False, error=_reason(exc), tokens_exact=self.counter.exact)
-            if b"\x00" in data[:8192]:
-                ref.preview, ref.omitted = "[binary data: not shown]", f"all {len(data):,} bytes not shown"
-                return ref
-            keep = min(len(text), target * 4)
-            while True:
-                if keep >= len(text):
-                    ref.preview, ref.truncated, ref.omitted = text, False, ""
-                else:
-                    head, tail = text[: keep - keep // 2], text[len(text) - keep // 2:] if keep // 2 else ""
-                    gap = len(text) - len(head) - len(tail)
-                    ref.preview = f"{head}\n… [{gap:,} characters not shown] …\n{tail}"
-                    ref.truncated = True
-                    ref.omitted = (f"characters {len(head):,}–{len(head) + gap - 1:,} ({gap:,} characters) "
-                                   "not shown")
-                if keep == 0 or self._measure(ref.render()) <= target:
-                    return ref
-                keep //= 2
-        except Exception:  # noqa: BLE001 - truly the last resort
-            return f"[offload] The result of `{tool}` could not be processed and was NOT stored ({_reason(exc)})."
+            self.store.put(row, data, sha256, item_index=index, chunks=chunks)
 
     # -- decorator --------------------------------------------------------------------------
 
@@ -540,6 +429,46 @@ class Offloader:
         return self.store.verify()
 
 
+class _PendingWrite:
+    """The store write of one result, on a worker thread while the caller builds its reference.
+
+    The database writes without the GIL, so this overlaps the preview, which is Python. The thread
+    hashes the content (the reference shows the sha256, the caller waits for it), writes the chunks,
+    then takes what only the caller knows, in order: what the content is (for the JSON item index,
+    built on this thread too) and the artifact row (once the preview is fitted); then it commits, all
+    in one transaction. `abandon` makes it give up, and nothing is stored.
+    """
+
+    def __init__(self, offloader: Offloader, data: bytes, chunks: list[Chunk]):
+        self.sha256: Future = Future()
+        self.detected: Future = Future()
+        self.row: Future = Future()
+        self.done = workers.submit(self._run, offloader, data, chunks)
+
+    def _run(self, offloader: Offloader, data: bytes, chunks: list[Chunk]) -> None:
+        try:
+            self.sha256.set_result(hashlib.sha256(data).hexdigest())
+        except BaseException as exc:  # the caller waits for the hash: it must hear why there is none
+            self.sha256.set_exception(exc)
+            raise
+        offloader._store_artifact(self.sha256.result(), self.row.result, data,
+                                  lambda: item_index(self.detected.result(), data), chunks)
+
+    def abandon(self) -> None:
+        for step in (self.detected, self.row):
+            if not step.done():
+                step.set_exception(StoreError("the reference could not be built; nothing was stored"))
+
+
+def item_index(detected: Detected, data: bytes) -> ItemIndex | None:
+    """The byte ranges of the main array's items (JSON) or of the rows (NDJSON), for item slices."""
+    if detected.kind == "json" and detected.doc is not None:
+        return json_item_index(data)
+    if detected.kind == "ndjson":
+        return ndjson_item_index(data)
+    return None
+
+
 def _public(row: dict[str, Any]) -> dict[str, Any]:
     """An artifact row as callers see it: JSON columns decoded, times in ISO 8601."""
     out = {str(key): value for key, value in row.items()}  # plain str keys (SQLAlchemy gives str subclasses)
@@ -550,47 +479,3 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
         if out.get(key) is not None:
             out[key] = out[key].isoformat() + "Z"
     return out
-
-
-def _reason(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, StoreError):
-        return text
-    if isinstance(exc, OSError) and getattr(exc, "errno", None) == 28:
-        return "the disk is full"
-    return f"{type(exc).__name__}: {text}"[:300]
-
-
-def _reference_counter(counter: TokenCounter) -> Callable[[str], int]:
-    """How a reference's size is checked against `reference_tokens`.
-
-    With a configured tokenizer, that count. Otherwise the estimate, and also every real tokenizer that
-    is installed (bpe-openai): the estimate can undercount repetitive text several times over (runs of
-    brackets or repeated letters), and a reference is small, so checking it exactly costs well under a
-    millisecond.
-    """
-    if counter.exact:
-        return counter.count
-
-    @functools.cache
-    def installed() -> tuple[Callable[[str], int], ...]:
-        # loaded on the first reference, not at construction: a tokenizer costs ~1 s and ~90 MB, and
-        # pass-through calls, slices and servers never need it
-        found = []
-        for name in ("o200k_base", "cl100k_base"):
-            try:
-                tokenize = exact_tokenizer(name)
-            except Exception:  # noqa: BLE001 - an optional dependency of unknown version: the estimate remains
-                tokenize = None
-            if tokenize is not None:
-                found.append(tokenize)
-        return tuple(found)
-
-    def count(text: str) -> int:
-        estimate = counter.count(text)
-        try:
-            return max(estimate, *(tokenize(text) for tokenize in installed()))
-        except Exception:  # noqa: BLE001 - e.g. lone surrogates the tokenizer refuses
-            return estimate
-
-    return count

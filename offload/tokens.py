@@ -8,9 +8,11 @@ it stays above 90% of both on the content offload sees and is typically 15-40% a
 from __future__ import annotations
 
 import functools
-from typing import Callable
+from typing import Any, Callable, Iterable
 
 import numpy as np
+
+from .utf8 import pieces
 
 KINDS = ("json", "ndjson", "csv", "grep", "shell", "text", "binary")
 
@@ -56,7 +58,8 @@ _NON_ASCII_WEIGHT = [
 ]
 # Binary is never tokenized: it is priced as its base64 text would be (measured 0.91-0.96 per byte).
 _BINARY_PER_BYTE = 1.0
-_CHUNK = 1 << 16  # characters per pass: arrays stay in cache, and a uint32 sum of codes cannot overflow
+_CHUNK = 1 << 16  # characters of a str per pass: arrays stay in cache, and a uint32 sum cannot overflow
+_BYTES = 1 << 18  # bytes per pass over UTF-8: fewer numpy calls; a uint32 sum of 2**18 codes cannot overflow
 
 
 def _code_table() -> bytes:
@@ -77,8 +80,9 @@ _CODES = _code_table()
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))  # deleted, so that every character leaves one code
 
 
-def _estimate_piece(text: str) -> float:
-    codes = np.frombuffer(text.encode("utf-8", "surrogatepass").translate(_CODES, _CONTINUATION_BYTES), np.uint8)
+def _estimate_piece(encoded: bytes) -> float:
+    """The estimate of UTF-8 bytes (a character split at either end still counts once, by its lead byte)."""
+    codes = np.frombuffer(encoded.translate(_CODES, _CONTINUATION_BYTES), np.uint8)
     steps = codes[1:] - codes[:-1]  # uint8: wraps around, which the case test below allows for
     case_breaks = np.count_nonzero(steps == _CASE_STEP)
     runs = 1 + np.count_nonzero(steps) - case_breaks - np.count_nonzero(steps == 256 - _CASE_STEP)
@@ -88,20 +92,46 @@ def _estimate_piece(text: str) -> float:
 def estimate_tokens(text: str | bytes, kind: str = "text") -> int:
     """A conservative token count: >= 90% of o200k_base and cl100k_base (less 2 tokens on tiny texts).
 
-    `bytes` are decoded as UTF-8 (invalid bytes become U+FFFD), except for kind "binary", which is
-    priced from its length as if sent base64-encoded: one token per byte.
+    `bytes` count as UTF-8 decoding with replacement reads them (invalid bytes become U+FFFD), except
+    for kind "binary", which is priced from its length as if sent base64-encoded: one token per byte.
     """
     if kind not in KINDS:
         raise ValueError(f"unknown content kind {kind!r}; expected one of {', '.join(KINDS)}")
     if kind == "binary":
         size = len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else len(text)
         return round(size * _BINARY_PER_BYTE)
-    if not isinstance(text, str):
-        text = bytes(text).decode("utf-8", errors="replace")
-    if not text:
-        return 0
-    total = sum(_estimate_piece(text[start:start + _CHUNK]) for start in range(0, len(text), _CHUNK))
-    return int(total) + 2  # round up, plus a token of slack that only matters for short texts
+    if isinstance(text, str):
+        total = sum(_estimate_piece(text[start:start + _CHUNK].encode("utf-8", "surrogatepass"))
+                    for start in range(0, len(text), _CHUNK))
+    else:
+        total = sum(_estimate_utf8(_valid_utf8(piece)) for piece in pieces(bytes(text)))
+    return _rounded(total)
+
+
+def estimate_chunks(chunks: Iterable[Any]) -> int:
+    """`estimate_tokens` of stored chunks (`.data` and `.bad`, the count of invalid UTF-8 bytes) without
+    decoding the valid ones: the offloader has already checked every chunk while cutting it."""
+    return _rounded(sum(_estimate_utf8(bytes(chunk.data) if not chunk.bad else _valid_utf8(bytes(chunk.data)))
+                        for chunk in chunks))
+
+
+def _rounded(total: float) -> int:
+    return int(total) + 2 if total else 0  # round up, plus a token of slack that only matters for short texts
+
+
+def _estimate_utf8(encoded: bytes) -> float:
+    return sum(_estimate_piece(encoded[start:start + _BYTES]) for start in range(0, len(encoded), _BYTES))
+
+
+def _valid_utf8(piece: bytes) -> bytes:
+    """`piece` as valid UTF-8: itself, or re-encoded from its decoding with replacement characters."""
+    if piece.isascii():
+        return piece
+    try:
+        piece.decode("utf-8")
+        return piece
+    except UnicodeDecodeError:
+        return piece.decode("utf-8", "replace").encode("utf-8")
 
 
 # bpe_openai refuses 1,000,000 characters or 200,000 tokens in one call; 40,000 characters stay under
@@ -163,6 +193,12 @@ class TokenCounter:
                 raise ImportError(f"counting with {name!r} needs bpe-openai: pip install 'offload[tokenizer]'")
         self._tokenizer = tokenizer
         self.exact: bool = tokenizer is not None
+
+    def count_chunks(self, chunks: list[Any], kind: str = "text") -> int:
+        """Tokens of content cut into chunks (see `estimate_chunks`)."""
+        if self._tokenizer is None and kind != "binary":
+            return estimate_chunks(chunks)
+        return self.count(b"".join(chunk.data for chunk in chunks), kind)
 
     def count(self, text: str | bytes, kind: str = "text") -> int:
         """Tokens in `text`; binary content is always estimated, never tokenized."""

@@ -10,14 +10,15 @@ import csv
 import gc
 import json
 import re
-from dataclasses import dataclass, field
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 import orjson
 
 from offload.content.binary import sniff_binary
+from offload.utf8 import invalid_bytes
 
-__all__ = ["Detected", "InvalidJSON", "detect", "parse_json", "GREP_TOOLS", "MAX_JSON_DEPTH"]
+__all__ = ["Detected", "InvalidJSON", "detect", "gc_paused", "parse_json", "GREP_TOOLS", "MAX_JSON_DEPTH"]
 
 MAX_JSON_DEPTH = 1024  # orjson's fixed limit; json.loads gives up sooner (the recursion limit)
 GREP_TOOLS = frozenset(
@@ -51,14 +52,43 @@ class InvalidJSON(ValueError):
 _TOO_DEEP = f"JSON nested deeper than {MAX_JSON_DEPTH:,} levels: not parsed for queries"
 
 
-@dataclass
 class Detected:
-    kind: str  # json | ndjson | csv | grep | text | binary ("shell" is decided by the caller)
-    content_type: str
-    text: str | None
-    doc: Any = None
-    notes: list[str] = field(default_factory=list)
-    delimiter: str | None = None
+    """What a result is, with what was learnt finding out (the parsed document, notes for the model).
+
+    `text` is decoded from the bytes on first use, and `lines` counted on first use (or given by a
+    caller that already knows): most previews read a head and a tail, and a 100 MB result decoded
+    whole is a string of up to 400 MB. `memo` keeps facts about the whole content that a preview
+    computes once and reuses while it is fitted to its budget (match counts per file, say).
+    """
+
+    def __init__(self, kind: str, content_type: str, text: str | None = None, doc: Any = None,
+                 notes: list[str] | None = None, delimiter: str | None = None, *, data: bytes | None = None,
+                 lines: int | None = None):
+        self.kind = kind  # json | ndjson | csv | grep | text | binary ("shell" is decided by the caller)
+        self.content_type = content_type
+        self.doc = doc
+        self.notes = notes if notes is not None else []
+        self.delimiter = delimiter
+        self.memo: dict[str, Any] = {}
+        self._text, self._data, self._lines = text, data, lines
+
+    @property
+    def text(self) -> str | None:
+        """The content decoded (invalid bytes replaced by U+FFFD); None for binary content."""
+        if self._text is None and self._data is not None:
+            self._text = self._data.decode("utf-8", "replace")
+        return self._text
+
+    @property
+    def lines(self) -> int:
+        """Lines as fetch_slice counts them (a last line without a newline counts)."""
+        if self._lines is None:
+            data = self._data if self._data is not None else (self._text or "").encode("utf-8", "replace")
+            self._lines = data.count(b"\n") + (1 if data and not data.endswith(b"\n") else 0)
+        return self._lines
+
+    def __repr__(self) -> str:
+        return f"Detected({self.kind!r}, {self.content_type!r}, notes={self.notes!r})"
 
 
 def parse_json(data: bytes) -> Any:
@@ -69,9 +99,7 @@ def parse_json(data: bytes) -> Any:
     if data.startswith(_BOM):
         data = data[len(_BOM):]
     # Parsing allocates millions of objects; the cyclic GC would rescan them all repeatedly (1.4 s -> 0.3 s).
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         try:
             return orjson.loads(data)
         except orjson.JSONDecodeError as error:
@@ -86,8 +114,21 @@ def parse_json(data: bytes) -> Any:
             except ValueError:
                 pass
         raise InvalidJSON(first_error.msg, _byte_offset(data, first_error.pos)) from None
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """The cyclic garbage collector off for a block that builds (or holds) millions of JSON containers.
+
+    A parsed document is acyclic and freed by reference counting; with the collector on, every
+    collection walks all its containers again (seconds at 100 MB). Nested use is fine.
+    """
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
     finally:
-        if gc_was_enabled:
+        if was_enabled:
             gc.enable()
 
 
@@ -98,19 +139,27 @@ def _byte_offset(data: bytes, char_pos: int) -> int:
     return len(data.decode("utf-8", "replace")[:char_pos].encode("utf-8"))
 
 
-def detect(data: bytes, tool: str | None = None) -> Detected:
-    """Classify a result; never raises on any input."""
+def detect(data: bytes, tool: str | None = None, *, bad_bytes: int | None = None,
+           lines: int | None = None) -> Detected:
+    """Classify a result; never raises on any input.
+
+    A caller that has already counted the invalid UTF-8 bytes or the lines (the offloader, while
+    chunking) passes them so that they are not counted again.
+    """
     if not data:
-        return Detected("text", "text/plain", "", notes=["empty result: 0 bytes"])
+        return Detected("text", "text/plain", "", notes=["empty result: 0 bytes"], lines=0)
     binary = sniff_binary(data)
     if binary is not None:
-        return Detected("binary", binary.content_type, None, notes=[f"binary data: {binary.description}"])
+        return Detected("binary", binary.content_type, None, notes=[f"binary data: {binary.description}"],
+                        data=None, lines=lines)
 
     notes: list[str] = []
-    text, bad_bytes = _decode(data)
-    if text is None:
-        return Detected("binary", "application/octet-stream", None,
+    if bad_bytes is None:
+        bad_bytes = invalid_bytes(data)
+    if bad_bytes and not _mostly_text(data):
+        return Detected("binary", "application/octet-stream", None, lines=lines,
                         notes=["binary data: not text (control bytes or invalid UTF-8), format unknown"])
+    facts = {"data": data, "lines": lines}  # the text is decoded from them when a preview asks
     if bad_bytes:
         notes.append(f"invalid UTF-8: {bad_bytes:,} byte{'s' if bad_bytes != 1 else ''} replaced by U+FFFD"
                      " in the preview (the stored bytes are unchanged)")
@@ -121,39 +170,29 @@ def detect(data: bytes, tool: str | None = None) -> Detected:
     if data.isspace():
         line_breaks = data.count(b"\n")
         notes.append(f"only whitespace ({line_breaks:,} line breaks)")
-        return Detected("text", "text/plain", text, notes=notes)
+        return Detected("text", "text/plain", notes=notes, **facts)
 
     start = _LEADING_WS.match(data, len(_BOM) if data.startswith(_BOM) else 0).end()
     if not bad_bytes and data[start:start + 1] in (b"{", b"["):  # JSON is UTF-8 or it is not JSON
-        found = _detect_json(data, start, text, notes)
+        found = _detect_json(data, start, facts, notes)
         if found is not None:
             return found
     if _looks_like_grep(data, _is_grep_tool(tool)):
-        return Detected("grep", "text/plain", text, notes=notes)
-    delimiter = _sniff_delimiter(text)
+        return Detected("grep", "text/plain", notes=notes, **facts)
+    delimiter = _sniff_delimiter(data)
     if delimiter is not None:
         content_type = "text/tab-separated-values" if delimiter == "\t" else "text/csv"
-        return Detected("csv", content_type, text, notes=notes, delimiter=delimiter)
-    return Detected("text", _text_content_type(data, start), text, notes=notes)
+        return Detected("csv", content_type, notes=notes, delimiter=delimiter, **facts)
+    return Detected("text", _text_content_type(data, start), notes=notes, **facts)
 
 
-def _decode(data: bytes) -> tuple[str | None, int]:
-    """The text and the number of invalid bytes replaced by U+FFFD; no text when it is not text at all."""
-    try:
-        return data.decode("utf-8"), 0
-    except UnicodeDecodeError:
-        pass
+def _mostly_text(data: bytes) -> bool:
+    """Whether content with invalid UTF-8 is still text: few replacements and control bytes at its start."""
     sample = data[:_SAMPLE]
     decoded_sample = sample.decode("utf-8", "replace")
     replaced = decoded_sample.count("\ufffd")
     controls = len(sample) - len(sample.translate(None, _CONTROL))
-    if replaced > 0.1 * len(decoded_sample) or controls > 0.1 * len(sample):
-        return None, 0
-    text = data.decode("utf-8", "replace")
-    # Exact count without a Python callback per error: every replacement re-encodes to 3 bytes and
-    # genuine U+FFFD characters round-trip unchanged.
-    sequences = text.count("\ufffd") - data.count("\ufffd".encode())
-    return text, len(data) - len(text.encode("utf-8")) + 3 * sequences
+    return replaced <= 0.1 * len(decoded_sample) and controls <= 0.1 * len(sample)
 
 
 def _mostly_crlf(data: bytes) -> bool:
@@ -162,25 +201,25 @@ def _mostly_crlf(data: bytes) -> bool:
     return line_feeds > 0 and head.count(b"\r\n") * 2 > line_feeds
 
 
-def _detect_json(data: bytes, start: int, text: str, notes: list[str]) -> Detected | None:
+def _detect_json(data: bytes, start: int, facts: dict, notes: list[str]) -> Detected | None:
     """JSON or NDJSON; text with a note when it looks like JSON but fails; None when it is not JSON."""
     try:
-        return Detected("json", "application/json", text, doc=parse_json(data), notes=notes)
+        return Detected("json", "application/json", doc=parse_json(data), notes=notes, **facts)
     except InvalidJSON as error:
         failure = error
     if failure.too_deep:
         notes.append(str(failure))
-        return Detected("text", "text/plain", text, notes=notes)
+        return Detected("text", "text/plain", notes=notes, **facts)
     rows = _parse_ndjson(data, start, notes)
     if rows is not None:
-        return Detected("ndjson", "application/x-ndjson", text, doc=rows, notes=notes)
+        return Detected("ndjson", "application/x-ndjson", doc=rows, notes=notes, **facts)
     if any(note.startswith("looks like NDJSON") for note in notes):
-        return Detected("text", "text/plain", text, notes=notes)
+        return Detected("text", "text/plain", notes=notes, **facts)
     # A log line such as "[2024-01-02] …" fails within a few bytes; a cut or broken document
     # fails late or at the very end: only then is "looks like JSON" a fair remark.
     if failure.byte >= 64 or failure.byte >= len(data.rstrip()):
         notes.append(f"looks like JSON but does not parse: {failure}")
-        return Detected("text", "text/plain", text, notes=notes)
+        return Detected("text", "text/plain", notes=notes, **facts)
     return None
 
 
@@ -195,9 +234,7 @@ def _parse_ndjson(data: bytes, start: int, notes: list[str]) -> list | None:
     lines = [line for line in data.split(b"\n") if line.strip()]
     if len(lines) < 2:
         return None
-    gc_was_enabled = gc.isenabled()
-    gc.disable()
-    try:
+    with gc_paused():
         # One C-speed parse of all rows; only a failure pays for a row-by-row search of the culprit.
         try:
             rows = orjson.loads(b"[" + b",".join(lines) + b"]")
@@ -217,9 +254,6 @@ def _parse_ndjson(data: bytes, start: int, notes: list[str]) -> list | None:
             line_number += 1
         notes.append("looks like NDJSON but a line holds more than one JSON value")
         return None
-    finally:
-        if gc_was_enabled:
-            gc.enable()
 
 
 def _is_grep_tool(tool: str | None) -> bool:
@@ -249,10 +283,11 @@ def _looks_like_grep(data: bytes, grep_tool: bool) -> bool:
     return grep_tool and sum(1 for line in lines if _GREP_PLAIN.match(line)) >= 0.8 * len(lines)
 
 
-def _sniff_delimiter(text: str) -> str | None:
+def _sniff_delimiter(data: bytes) -> str | None:
     """The delimiter when the first lines form a consistent table with a plausible header."""
-    sample = text[:_SAMPLE].split("\n")
-    if len(text) > _SAMPLE:
+    head = data[: 4 * _SAMPLE].decode("utf-8", "replace")  # at least _SAMPLE characters when there are
+    sample = head[:_SAMPLE].split("\n")
+    if len(head) > _SAMPLE:
         sample.pop()
     lines = [line.rstrip("\r") for line in sample if line.strip()][:100]
     if len(lines) < 2:

@@ -18,10 +18,14 @@ _LINE_PLAIN = re.compile(rb"((?:[A-Za-z]:)?[^:\n]+):")
 
 
 def grep_preview(data: bytes, budget: int, count: Count, *, max_lines: int = 200,
-                 line_cap: int | None = None) -> LineView:
-    """Whole match lines (at most `max_lines`, long ones cut), then exact match counts per file."""
-    total = line_count(data)
-    per_file = _matches_per_file(data)
+                 line_cap: int | None = None, total: int | None = None, per_file: Counter | None = None) -> LineView:
+    """Whole match lines (at most `max_lines`, long ones cut), then exact match counts per file.
+
+    `total` (the line count) and `per_file` (the view's `per_file` from an earlier call on the same
+    data) save passes over the whole content when the caller has them.
+    """
+    total = line_count(data) if total is None else total
+    per_file = _matches_per_file(data) if per_file is None else per_file
     matches = sum(per_file.values())
     ranked = [(path.decode("utf-8", "replace"), n) for path, n in per_file.most_common()]
     extra = {
@@ -34,9 +38,9 @@ def grep_preview(data: bytes, budget: int, count: Count, *, max_lines: int = 200
     }
     whole = whole_text(data, budget, count) if total <= max_lines else None
     if whole is not None:
-        return LineView(whole, False, "", extra)
+        return LineView(whole, False, "", extra, per_file)
     summary = _fit_summary(ranked, matches, min(budget // 3, 500), count)
-    lines = Lines(data, count, line_cap or max(160, min(400, budget // 2)))
+    lines = Lines(data, count, line_cap or max(160, min(400, budget // 2)), total)
     marker_cost = count(f"… [{total:,} lines omitted: {total:,}–{total:,}] …") + 1
     head, _ = fill(lines.head(max_lines, budget * 8), budget - count("\n".join(summary)) - marker_cost - 1)
     while True:
@@ -53,7 +57,7 @@ def grep_preview(data: bytes, budget: int, count: Count, *, max_lines: int = 200
             text = clip_to_budget(text, budget, count)
             break
     omitted = describe_omitted(data, head, [], total)
-    return LineView(text, bool(omitted), omitted, extra)
+    return LineView(text, bool(omitted), omitted, extra, per_file)
 
 
 def _matches_per_file(data: bytes) -> Counter:

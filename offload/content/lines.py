@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 __all__ = ["LineView", "Lines", "clip_to_budget", "describe_omitted", "fill", "line_count", "text_preview",
            "whole_text"]
@@ -50,6 +50,7 @@ class LineView:
     truncated: bool
     omitted: str
     extra: dict = field(default_factory=dict)
+    per_file: Any = None  # grep: the match counts per file, for the next call on the same data
 
 
 def line_count(data: bytes) -> int:
@@ -72,9 +73,9 @@ class _Line:
 class Lines:
     """Lines of a buffer found by slicing, decoded and cut to `line_cap` characters on demand."""
 
-    def __init__(self, data: bytes, count: Count, line_cap: int):
+    def __init__(self, data: bytes, count: Count, line_cap: int, total: int | None = None):
         self.data, self.count, self.line_cap = data, count, line_cap
-        self.total = line_count(data)
+        self.total = line_count(data) if total is None else total
 
     def head(self, limit_lines: int, limit_chars: int) -> list[_Line]:
         found, position, chars = [], 0, 0
@@ -171,16 +172,17 @@ def _line_cap(budget: int) -> int:
 
 
 def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | None = None,
-                 scan_errors: bool = True, line_cap: int | None = None) -> LineView:
+                 scan_errors: bool = True, line_cap: int | None = None, total: int | None = None) -> LineView:
     """Head, then the tail when it matters, with exact counts of what lies between.
 
     `tail_lines` fixes how many last lines to show (CSV shows one); None decides from the content.
+    `total` is the line count when the caller knows it.
     """
-    total = line_count(data)
+    total = line_count(data) if total is None else total
     whole = whole_text(data, budget, count)
     if whole is not None:
         return LineView(whole, False, "", {"lines": total})
-    lines = Lines(data, count, line_cap or _line_cap(budget))
+    lines = Lines(data, count, line_cap or _line_cap(budget), total)
     if total == 1:  # one long line: its start and its end, as much as the budget allows
         only = lines.fit(lines.line(0, 0, len(data)), budget, both_ends=True)
         return _assemble(data, budget, count, [only] if only else [], [], total, [], [], True)

@@ -14,7 +14,7 @@ from offload.content.detect import Detected
 from offload.content.hints import build_hints
 from offload.content.jsonview import render_json
 from offload.content.grep import grep_preview
-from offload.content.lines import LineView, clip_to_budget, line_count, text_preview
+from offload.content.lines import LineView, clip_to_budget, text_preview
 from offload.content.shape import MainCollection, describe_json, find_main
 from offload.content.table import describe_table
 
@@ -45,19 +45,22 @@ def build_preview(detected: Detected, data: bytes, budget: int, count: Callable[
     elif detected.kind == "binary":
         preview = _binary(detected, data)
     elif data.isspace():
-        lines = line_count(data)
+        lines = detected.lines
         preview = Preview(f"[only whitespace: {lines:,} lines, {len(data):,} bytes]", True,
                           f"all {len(data):,} bytes ({lines:,} lines) of whitespace not shown", extra={"lines": lines})
     elif detected.kind == "json" and isinstance(detected.doc, (dict, list)):
-        preview = _json(detected.doc, data, budget, count)
+        preview = _json(detected, data, budget, count)
     elif detected.kind == "ndjson" and isinstance(detected.doc, list):
-        preview = _ndjson(detected.doc, data, budget, count)
+        preview = _ndjson(detected, data, budget, count)
     elif detected.kind == "csv" and detected.delimiter and detected.text is not None:
         preview = _csv(detected, data, budget, count)
     elif detected.kind == "grep":
-        preview = _from_lines(grep_preview(data, budget, count, max_lines=max_lines))
+        per_file = detected.memo.get("matches_per_file")
+        view = grep_preview(data, budget, count, max_lines=max_lines, total=detected.lines, per_file=per_file)
+        detected.memo["matches_per_file"] = view.per_file
+        preview = _from_lines(view)
     else:  # text, shell output, and JSON that does not parse
-        preview = _from_lines(text_preview(data, budget, count))
+        preview = _from_lines(text_preview(data, budget, count, total=detected.lines))
     return _within(preview, budget, count)
 
 
@@ -79,10 +82,18 @@ def _binary(detected: Detected, data: bytes) -> Preview:
     return Preview(text, True, f"all {len(data):,} bytes of binary content not shown", extra=extra)
 
 
-def _json(doc, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
+def _structure(detected: Detected, main: MainCollection) -> tuple[dict, dict[str, str | None]]:
+    """The shape and the verified hints, computed once per result (each pass visits every item)."""
+    if "shape" not in detected.memo:
+        shape = describe_json(detected.doc, main)
+        detected.memo["shape"] = shape, build_hints(detected.doc, main, shape)
+    return detected.memo["shape"]
+
+
+def _json(detected: Detected, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
+    doc = detected.doc
     main = find_main(doc)
-    shape = describe_json(doc, main)
-    hint_results = build_hints(doc, main, shape)
+    shape, hint_results = _structure(detected, main)
     hints = list(hint_results)
     extra: dict = {"hint_results": {hint: result for hint, result in hint_results.items() if result}}
     if isinstance(main.value, list):
@@ -109,12 +120,12 @@ def _json(doc, data: bytes, budget: int, count: Callable[[str], int]) -> Preview
     return Preview(view.text, bool(omitted), omitted, shape, hints, extra)
 
 
-def _ndjson(rows: list, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
+def _ndjson(detected: Detected, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
+    rows = detected.doc
     main = MainCollection([], rows)
-    shape = describe_json(rows, main)
-    hint_results = build_hints(rows, main, shape)
+    shape, hint_results = _structure(detected, main)
     hints = list(hint_results)
-    lines = line_count(data)
+    lines = detected.lines
     extra = {"rows": len(rows), "items": len(rows), "lines": lines,
              "hint_results": {hint: result for hint, result in hint_results.items() if result}}
     raw = _raw_if_fits(data, budget, count)
@@ -142,7 +153,7 @@ def _csv(detected: Detected, data: bytes, budget: int, count: Callable[[str], in
         "rows": shape["rows"],
         "delimiter": detected.delimiter,
     }
-    view = text_preview(data, budget, count, tail_lines=1, scan_errors=False)
+    view = text_preview(data, budget, count, tail_lines=1, scan_errors=False, total=detected.lines)
     extra["lines"] = view.extra["lines"]
     return Preview(view.text, view.truncated, view.omitted, shape, [], extra)
 

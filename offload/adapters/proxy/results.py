@@ -12,13 +12,13 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import gc
 import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
 import orjson
 
+from ...content import gc_paused
 from ...reference import Reference
 from ...tools.schemas import OUTPUT_SCHEMAS, TOOLS
 
@@ -277,13 +277,9 @@ def _shared_reference(structured: Any, stored: list[_Stored]) -> Reference | Non
 
 
 def _parses_to(text: bytes, value: Any) -> bool:
-    enabled = gc.isenabled()
-    gc.disable()  # a parse allocating millions of containers runs 3-5x faster without the collector
-    try:
-        return orjson.loads(text) == value
-    except orjson.JSONDecodeError:
-        return False
-    finally:
-        if enabled:
-            gc.enable()
+    with gc_paused():  # a parse allocating millions of containers runs 3-5x faster without the collector
+        try:
+            return orjson.loads(text) == value
+        except orjson.JSONDecodeError:
+            return False
 

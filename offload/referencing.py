@@ -1,0 +1,237 @@
+"""The Reference of a stored result: its exact facts, and a preview, shape and hints fitted to a budget.
+
+`ReferenceBuilder.analyse` makes one pass over the bytes (cut into the store's chunks, counting
+characters, lines and invalid UTF-8 as it goes) and detects the kind; `fit` fills in the preview so
+that the whole rendered reference stays within its token budget, checked with real tokenizers when
+they are installed. `unstored` is the last resort when even that fails.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .content import Detected, build_preview, detect, render_shape
+from .content.lines import clip_to_budget
+from .errors import StoreError
+from .reference import Reference
+from .results import Payload
+from .store import new_id
+from .store.chunking import Chunk, chunk_bytes, count_lines
+from .tokens import TokenCounter, exact_tokenizer
+
+MIN_PREVIEW = 40  # tokens: below this a preview says nothing useful
+
+
+@dataclass
+class Analysis:
+    """A result taken apart once: its reference (preview still empty), what it is, and its chunks."""
+
+    ref: Reference
+    detected: Detected
+    chunks: list[Chunk]
+
+
+class ReferenceBuilder:
+    """Builds references within `reference_tokens` as `counter` (and the installed tokenizers) count."""
+
+    def __init__(self, counter: TokenCounter, reference_tokens: int, grep_max_lines: int):
+        self.counter = counter
+        self.measure = reference_counter(counter)
+        self.reference_tokens = reference_tokens
+        self.grep_max_lines = grep_max_lines
+
+    @property
+    def target(self) -> int:
+        """Tokens a reference may take by the counter: the estimate may undercount by 10%."""
+        return self.reference_tokens if self.counter.exact else int(self.reference_tokens * 0.9)
+
+    def analyse(self, tool: str, data: bytes, payload: Payload | None = None, chunks: list[Chunk] | None = None,
+                *, sha256: Callable[[], str] | None = None) -> Analysis:
+        """The reference for `data` with its exact facts; its preview is filled in by `fit`.
+
+        `chunks` (from `chunk_bytes`) carry the characters, newlines and invalid bytes of each chunk:
+        detection, the reference's sizes, the token estimate and the store all reuse that one pass.
+        `sha256` gives the hash when another thread computes it (the offloader's write).
+        """
+        if chunks is None:
+            chunks = list(chunk_bytes(data))
+        newlines = sum(chunk.newlines for chunk in chunks)
+        lines = count_lines(len(data), newlines, data.endswith(b"\n"))
+        detected = detect(data, tool, bad_bytes=sum(chunk.bad for chunk in chunks), lines=lines)
+        if detected.kind == "binary" and payload is not None and payload.text is not None:
+            chars = len(payload.text)
+        else:
+            chars = sum(chunk.chars for chunk in chunks)
+        ref = Reference(
+            artifact_id=new_id("art_"), tool=tool, kind=detected.kind, content_type=detected.content_type,
+            bytes=len(data), chars=chars, lines=lines, items=None,
+            tokens=self.counter.count_chunks(chunks, detected.kind),
+            sha256=sha256() if sha256 is not None else hashlib.sha256(data).hexdigest(),
+            preview="", truncated=True, notes=list(detected.notes), tokens_exact=self.counter.exact)
+        return Analysis(ref, detected, chunks)
+
+    def fit(self, ref: Reference, detected, data: bytes, target: int) -> None:
+        """Fill in the preview, shape and hints so that the whole rendered reference fits `target` tokens.
+
+        The preview is built in the counter's units; the whole text is checked with `measure`, which
+        also runs the real tokenizers when they are installed, since the estimate can undercount (runs
+        of brackets or repeated letters). Each retry shrinks the preview by what is still over, scaled
+        by how much the counter undercounted the preview; the shape, then hints, give way after that.
+        """
+        measure = self.measure
+        ref.preview, ref.omitted, ref.shape_text, ref.hints = "", "", "", []
+        preview_budget = max(target - measure(ref.render()) - 30, MIN_PREVIEW)
+        keep_shape, max_hints = True, None
+        for _attempt in range(6):
+            preview = build_preview(detected, data, preview_budget, self.counter.count,
+                                    max_lines=self.grep_max_lines)
+            ref.preview, ref.truncated, ref.omitted = preview.text, preview.truncated, preview.omitted
+            ref.shape, ref.extra = preview.shape, dict(preview.extra)
+            ref.shape_text = render_shape(preview.shape) if preview.shape and keep_shape else ""
+            ref.items = preview.extra.get("items")
+            ref.items_path = preview.extra.get("items_path")
+            results = ref.extra.pop("hint_results", {})
+            hints = preview.hints if max_hints is None else preview.hints[:max_hints]
+            ref.hints = [{"jmespath": h, "result": results.get(h)} for h in hints]
+            total = measure(ref.render())
+            over = total - target
+            if over <= 0:
+                return
+            shown = measure(ref.preview)
+            ratio = min(1.0, self.counter.count(ref.preview) / shown) if shown else 1.0
+            wanted = int((shown - over - 20) * ratio)
+            if wanted < MIN_PREVIEW and preview_budget <= MIN_PREVIEW:
+                # the preview is as small as is useful: the shape, then the hints make room
+                if keep_shape and ref.shape_text:
+                    keep_shape = False
+                elif len(ref.hints) > 1:
+                    max_hints = len(ref.hints) - 1
+            preview_budget = max(wanted, MIN_PREVIEW)
+        self.clip(ref, target)
+
+    def clip(self, ref: Reference, target: int) -> None:
+        """Last resort: cut the preview (then the stderr preview) to what the rest of the text leaves."""
+        measure = self.measure
+        for field in ("preview", "stderr"):
+            value = getattr(ref, field)
+            over = measure(ref.render()) - target
+            if over <= 0 or not value:
+                return
+            kept = clip_to_budget(value, max(measure(value) - over - 10, 0), measure)
+            note = f"{field} cut to {len(kept):,} of {len(value):,} chars to fit the reference budget"
+            setattr(ref, field, kept)
+            if field == "preview":
+                ref.truncated = True
+                ref.omitted = f"{ref.omitted}; {note}" if ref.omitted else note
+            else:
+                ref.stderr_truncated = True
+                ref.notes = [*ref.notes, note]
+
+    def stderr_preview(self, tool: str, stderr: bytes, share: int, cap: int) -> Reference:
+        detected = detect(stderr, None)
+        budget = max(share, MIN_PREVIEW)
+        for _attempt in range(4):
+            preview = build_preview(detected, stderr, budget, self.counter.count)
+            shown = self.measure(preview.text)
+            if shown <= cap:
+                break
+            # the counter undercounted this text: scale its budget down by how much
+            ratio = min(1.0, self.counter.count(preview.text) / shown) if shown else 1.0
+            budget = max(int((cap - 10) * ratio), 1)
+        text = detected.text or ""
+        return Reference(
+            artifact_id=None, tool=tool + ":stderr", kind=detected.kind, content_type=detected.content_type,
+            bytes=len(stderr), chars=len(text), lines=count_lines(len(stderr), stderr.count(b"\n"),
+                                                                  stderr.endswith(b"\n")),
+            items=None, tokens=self.counter.count(text, "text"), sha256=hashlib.sha256(stderr).hexdigest(),
+            preview=preview.text, truncated=preview.truncated, omitted=preview.omitted,
+            tokens_exact=self.counter.exact)
+
+    def unstored(self, tool: str, result: Any, exc: Exception) -> Reference | str:
+        """Last resort when even building a reference failed: a bounded head+tail, plainly NOT stored."""
+        try:
+            if isinstance(result, (bytes, bytearray, memoryview)):
+                data = bytes(result)
+            else:
+                try:
+                    text = result if isinstance(result, str) else repr(result)
+                except Exception:  # noqa: BLE001 - an object whose repr fails still gets its reference
+                    text = f"<{type(result).__qualname__} object: neither JSON nor repr() could render it>"
+                data = text.encode("utf-8", errors="surrogatepass")
+            text = data.decode("utf-8", errors="replace")
+            target = self.target
+            try:
+                tokens = self.counter.count(text)
+            except Exception:  # noqa: BLE001 - a count is not worth failing the last resort
+                tokens = len(data)
+            ref = Reference(
+                artifact_id=None, tool=tool, kind="text", content_type="text/plain", bytes=len(data),
+                chars=len(text), lines=count_lines(len(data), data.count(b"\n"), data.endswith(b"\n")),
+                items=None, tokens=tokens, sha256=hashlib.sha256(data).hexdigest(), preview="", truncated=True,
+                stored=False, error=reason(exc), tokens_exact=self.counter.exact)
+            if b"\x00" in data[:8192]:
+                ref.preview, ref.omitted = "[binary data: not shown]", f"all {len(data):,} bytes not shown"
+                return ref
+            keep = min(len(text), target * 4)
+            while True:
+                if keep >= len(text):
+                    ref.preview, ref.truncated, ref.omitted = text, False, ""
+                else:
+                    head, tail = text[: keep - keep // 2], text[len(text) - keep // 2:] if keep // 2 else ""
+                    gap = len(text) - len(head) - len(tail)
+                    ref.preview = f"{head}\n… [{gap:,} characters not shown] …\n{tail}"
+                    ref.truncated = True
+                    ref.omitted = (f"characters {len(head):,}–{len(head) + gap - 1:,} ({gap:,} characters) "
+                                   "not shown")
+                if keep == 0 or self.measure(ref.render()) <= target:
+                    return ref
+                keep //= 2
+        except Exception:  # noqa: BLE001 - truly the last resort
+            return f"[offload] The result of `{tool}` could not be processed and was NOT stored ({reason(exc)})."
+
+
+def reason(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if isinstance(exc, StoreError):
+        return text
+    if isinstance(exc, OSError) and getattr(exc, "errno", None) == 28:
+        return "the disk is full"
+    return f"{type(exc).__name__}: {text}"[:300]
+
+
+def reference_counter(counter: TokenCounter) -> Callable[[str], int]:
+    """How a reference's size is checked against `reference_tokens`.
+
+    With a configured tokenizer, that count. Otherwise the estimate, and also every real tokenizer that
+    is installed (bpe-openai): the estimate can undercount repetitive text several times over (runs of
+    brackets or repeated letters), and a reference is small, so checking it exactly costs well under a
+    millisecond.
+    """
+    if counter.exact:
+        return counter.count
+
+    @functools.cache
+    def installed() -> tuple[Callable[[str], int], ...]:
+        # loaded on the first reference, not at construction: a tokenizer costs ~1 s and ~90 MB, and
+        # pass-through calls, slices and servers never need it
+        found = []
+        for name in ("o200k_base", "cl100k_base"):
+            try:
+                tokenize = exact_tokenizer(name)
+            except Exception:  # noqa: BLE001 - an optional dependency of unknown version: the estimate remains
+                tokenize = None
+            if tokenize is not None:
+                found.append(tokenize)
+        return tuple(found)
+
+    def count(text: str) -> int:
+        estimate = counter.count(text)
+        try:
+            return max(estimate, *(tokenize(text) for tokenize in installed()))
+        except Exception:  # noqa: BLE001 - e.g. lone surrogates the tokenizer refuses
+            return estimate
+
+    return count

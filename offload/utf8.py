@@ -1,0 +1,57 @@
+"""Facts about UTF-8 bytes without decoding them whole: characters and invalid bytes, piece by piece.
+
+A 100 MB result decoded at once costs a string of up to 400 MB and, when a few bytes are invalid, a
+second and third pass to count them. Walking it in pieces cut on character boundaries costs nothing
+for ASCII pieces (most logs and code) and one small decode for the others.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+PIECE = 1 << 20
+_REPLACEMENT = "\ufffd".encode()
+
+
+def char_boundary(buf: bytes | memoryview, end: int) -> int:
+    """`end`, moved back over at most 3 UTF-8 continuation bytes (10xxxxxx) so no character is split."""
+    if end >= len(buf):
+        return len(buf)
+    cut = end
+    while cut > end - 4 and cut > 0 and 0x80 <= buf[cut] <= 0xBF:
+        cut -= 1
+    return cut if cut > 0 else end
+
+
+def pieces(data: bytes, size: int = PIECE) -> Iterator[bytes]:
+    """`data` in pieces of about `size` bytes that each decode on their own."""
+    view, start = memoryview(data), 0
+    while start < len(data):
+        end = char_boundary(view, start + size)
+        if end <= start:
+            end = min(len(data), start + size)
+        yield bytes(view[start:end])
+        start = end
+
+
+def utf8_facts(piece: bytes) -> tuple[int, int]:
+    """(characters, invalid bytes) of `piece` decoded as UTF-8 with replacement, without keeping the text.
+
+    The invalid bytes are counted without a Python callback per error: every replacement re-encodes to
+    3 bytes and genuine U+FFFD characters round-trip unchanged.
+    """
+    if piece.isascii():
+        return len(piece), 0
+    try:
+        return len(piece.decode("utf-8")), 0
+    except UnicodeDecodeError:
+        text = piece.decode("utf-8", "replace")
+    sequences = text.count("\ufffd") - piece.count(_REPLACEMENT)
+    return len(text), len(piece) - len(text.encode("utf-8")) + 3 * sequences
+
+
+def invalid_bytes(data: bytes) -> int:
+    """How many bytes of `data` are not valid UTF-8."""
+    if data.isascii():
+        return 0
+    return sum(utf8_facts(piece)[1] for piece in pieces(data))
