@@ -87,7 +87,7 @@ class Stages:
     measurable overhead). MAIN stages run on the caller's thread one after the other; the others run
     on a worker thread while the preview is built."""
 
-    WRAPPED = (("chunking", referencing_module, "chunk_bytes"), ("detect", referencing_module, "detect"),
+    WRAPPED = (("chunking", offloader_module, "chunk_bytes"), ("detect", referencing_module, "detect"),
                ("tokens", TokenCounter, "count_chunks"), ("preview", referencing_module, "build_preview"),
                ("item index", offloader_module, "json_item_index"),
                ("item index", offloader_module, "ndjson_item_index"), ("Store.put", Store, "put"))

@@ -110,6 +110,16 @@ async def hang() -> str:
     return "unreachable"
 
 
+def tricky_line(i: int) -> str:
+    return f'{i:06d} "quoted" back\\slash path/to/file\ttab caf\u00e9 \U0001F600 sep\u2028 nul\x00 end'
+
+
+@server.tool(description="Return n lines that JSON must escape: quotes, backslashes, emoji, controls.",
+             structured_output=False)
+def tricky(n: int) -> str:
+    return "\n".join(tricky_line(i) for i in range(n))
+
+
 @server.resource("data://big", mime_type="text/plain")
 def big_resource() -> str:
     return "\n".join(line(i) for i in range(50_000))

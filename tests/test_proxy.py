@@ -286,6 +286,47 @@ def test_upstream_hang_times_out_and_the_call_is_cancelled(sqlite_url, tmp_path)
     assert alive.content[0].text.startswith("0000000 ") and still.content[0].text == "0000000 abcdefghij"
 
 
+def test_a_big_text_that_json_escapes_is_stored_byte_for_byte(sqlite_url):
+    """A multi-MB line goes through the lean parse (its text never becomes a str in the proxy): quotes,
+    backslashes, a tab, NUL, emoji and U+2028 must come out of the store exactly as the upstream sent them."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from proxy_upstream import tricky_line
+
+    async def scenario():
+        async with session(proxy_command(sqlite_url, SCRIPTED)) as client:
+            return await client.call_tool("tricky", {"n": 40_000})
+
+    result = run(scenario)
+    expected = "\n".join(tricky_line(i) for i in range(40_000)).encode()
+    assert len(expected) > 2 * (1 << 20)  # over LEND_AT: the lean path
+    with Offloader(sqlite_url) as off:
+        stored = b"".join(off.iter_raw(artifact_id(result.content[0].text)))
+    assert stored == expected
+
+
+def test_lean_parse_equals_json_and_lends_utf8(monkeypatch):
+    from offload.adapters.proxy import lean
+
+    monkeypatch.setattr(lean, "LEND_AT", 8)
+    texts = ["short", "a long plain text", 'quote " and \\ backslash \\\\" done', "emoji \U0001F600 é \u2028",
+             "slash / \b\f\n\r\t \x01 controls", "ends with a backslash \\", '\\"\\\\"' * 5, "lone \ud83d surrogate"]
+    dumpers = [lambda v: json.dumps(v).encode(), lambda v: json.dumps(v).replace("/", "\\/").encode(),
+               lambda v: json.dumps(v, ensure_ascii=False).encode("utf-8", "surrogatepass")]
+    for text in texts:
+        for dump in dumpers:
+            raw = dump({"id": 1, "result": {"content": [{"type": "text", "text": text}],
+                                            "structuredContent": {"k": text, "n": [1, 2.5, None, True]}}})
+            parsed = lean.parse_lean(raw)
+            assert lean.restore(parsed) == json.loads(raw)
+            value = parsed["result"]["content"][0]["text"]
+            assert isinstance(value, lean.LentText) == (len(text.encode("utf-8", "surrogatepass")) >= 8 or
+                                                        len(json.dumps(text)) - 2 >= 8)
+            if isinstance(value, lean.LentText):
+                assert value.data == text.encode("utf-8", "surrogatepass")
+    with pytest.raises(ValueError):
+        lean.parse_lean(b'{"id": 1, "text": "' + b"x" * 20 + b'"')
+
+
 def test_store_failure_gives_a_bounded_preview_marked_not_stored(tmp_path, real_count):
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the store's folder should be")

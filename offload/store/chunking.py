@@ -133,11 +133,11 @@ def unpack_block(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype="<i8").reshape(-1, 2)
 
 
-def _block_bounds(data: bytes) -> Iterator[tuple[int, int]]:
+def escape_safe_blocks(data: bytes | bytearray, size: int = _BLOCK) -> Iterator[tuple[int, int]]:
     """Block boundaries that never split a run of backslashes (so escapes resolve inside a block)."""
     start = 0
     while start < len(data):
-        end = min(start + _BLOCK, len(data))
+        end = min(start + size, len(data))
         while end < len(data) and data[end - 1] == 0x5C:
             end += 1
         yield start, end
@@ -154,7 +154,7 @@ def _shallow_structure(data: bytes, max_depth: int) -> tuple[np.ndarray, np.ndar
     in_string = 0
     depth = 0
     out_pos, out_val, out_depth = [], [], []
-    for lo, hi in _block_bounds(data):
+    for lo, hi in escape_safe_blocks(data):
         codes = np.frombuffer(data[lo:hi].translate(_STRUCTURAL), dtype=np.uint8)
         pos = np.flatnonzero(codes)
         if len(pos) == 0:

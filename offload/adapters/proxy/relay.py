@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 import orjson
 
 from ...tools.schemas import dispatch
+from .lean import LEND_AT, parse_lean, restore
 from .results import LOCAL_TOOLS, local_tool_definitions, offload_call_result, patch_tool_listing
 from .upstream import UpstreamGone
 
@@ -229,19 +230,19 @@ class Relay:
                 self.waiting_on_client.add(_key(message["id"]))
             elif message["method"] == "notifications/progress":
                 self._progressed(message.get("params"))
-            self.write(raw if raw is not None else orjson.dumps(message) + b"\n")
+            self.write(raw if raw is not None else orjson.dumps(restore(message)) + b"\n")
             return
         key = _key(message.get("id"))
         pending = self.pending.pop(key, None)
         if pending is None:
-            self.write(raw if raw is not None else orjson.dumps(message) + b"\n")
+            self.write(raw if raw is not None else orjson.dumps(restore(message)) + b"\n")
             return
         self._forget_progress(pending)
         if pending.cancelled or pending.expired:
             return  # the client has stopped waiting for it
         result = message.get("result")
         if not isinstance(result, dict):  # an error: passed through unchanged
-            self.write(raw if raw is not None else orjson.dumps(message) + b"\n")
+            self.write(raw if raw is not None else orjson.dumps(restore(message)) + b"\n")
         elif pending.method == "tools/call":
             limit = self.off.settings.limit_for(pending.tool or "")
             if raw is not None and len(raw) <= limit:  # a token is at least a byte: surely fits
@@ -249,6 +250,7 @@ class Relay:
             else:
                 self._spawn(self._offload_result(message, pending))
         elif pending.method == "tools/list":
+            result = restore(result)
             self.upstream.tools_listed(result.get("tools") or [])
             patched, shadowed = patch_tool_listing(result, first_page=pending.first_page)
             if shadowed and not self._warned_shadow:
@@ -256,9 +258,9 @@ class Relay:
                 log.warning("offload proxy: the upstream's own %s tool(s) are hidden by offload's", shadowed)
             self.write(orjson.dumps({**message, "result": patched}) + b"\n")
         elif pending.method in HANDSHAKE_METHODS:
-            self.write(orjson.dumps({**message, "result": self._with_tools(result, pending.method)}) + b"\n")
+            self.write(orjson.dumps({**message, "result": self._with_tools(restore(result), pending.method)}) + b"\n")
         else:
-            self.write(raw if raw is not None else orjson.dumps(message) + b"\n")
+            self.write(raw if raw is not None else orjson.dumps(restore(message)) + b"\n")
 
     def _with_tools(self, result: dict[str, Any], method: str) -> dict[str, Any]:
         """The handshake result saying the server has tools (the proxy's own, at least)."""
@@ -278,10 +280,10 @@ class Relay:
                                           args=pending.args, session=self.session)
         except Exception as exc:  # noqa: BLE001 - a call never fails because offload did; never flood either
             log.exception("offload proxy: could not process the result of %s", pending.tool)
-            new = _bounded_fallback(result, exc)
+            new = _bounded_fallback(restore(result), exc)
         if pending.cancelled:
             return
-        self.write(orjson.dumps({**message, "result": new if new is not None else result}) + b"\n")
+        self.write(orjson.dumps({**message, "result": restore(new if new is not None else result)}) + b"\n")
 
     # -- clocks, progress, the end of the upstream ------------------------------------------
 
@@ -349,9 +351,12 @@ class Relay:
 
 
 def _parse(raw: bytes) -> Any:
-    """orjson, or the standard library for what orjson refuses but JSON allows (lone surrogate escapes)."""
+    """orjson, or the standard library for what orjson refuses but JSON allows (lone surrogate escapes).
+
+    A line of LEND_AT bytes or more is parsed lean: its long strings stay UTF-8 bytes (see lean.py).
+    """
     try:
-        return orjson.loads(raw)
+        return parse_lean(raw) if len(raw) >= LEND_AT else orjson.loads(raw)
     except orjson.JSONDecodeError:
         try:
             return json.loads(raw)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, Iterator
 import orjson
 
 from ...content import gc_paused
+from .lean import LentText, restore
 from ...reference import Reference
 from ...tools.schemas import OUTPUT_SCHEMAS, TOOLS
 
@@ -126,8 +127,7 @@ def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, 
             new_items[index] = _text_item(item, _rendered(out), payload.label)
             if isinstance(out, Reference) and payload.is_text:
                 value = payload.value
-                stored.append(_Stored(value if isinstance(value, bytes) else value.encode("utf-8", "surrogatepass"),
-                                      out))
+                stored.append(_Stored(value if isinstance(value, bytes) else _utf8(value), out))
             changed = True
 
     # Items that fit one by one but not together: store them as one artifact, joined by blank lines.
@@ -149,6 +149,7 @@ def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, 
         if shared is not None:
             new_structured = shared.to_dict()
         else:
+            structured = new_structured = restore(structured)
             out = off.process(tool, structured, args=args, session=session)
             if out is not structured:
                 new_structured = out.to_dict() if isinstance(out, Reference) else {"offload": _rendered(out)}
@@ -204,14 +205,17 @@ def _borrowed(item: Any) -> Iterator[_Payload | None]:
             return
         yield _Payload(data, label, is_text=False)
         return
-    if len(value) < _TAKE_OUT:
+    if isinstance(value, LentText):  # parsed lean: the bytes never were a str
+        data = value.data
+    elif len(value) < _TAKE_OUT:
         yield _Payload(value, label, is_text=True)
         return
-    try:
-        data = value.encode("utf-8")
-    except UnicodeEncodeError:  # lone surrogates: lend the str itself, it could not come back exactly
-        yield _Payload(value, label, is_text=True)
-        return
+    else:
+        try:
+            data = value.encode("utf-8")
+        except UnicodeEncodeError:  # lone surrogates: lend the str itself, it could not come back exactly
+            yield _Payload(value, label, is_text=True)
+            return
     payload = _Payload(data, label, is_text=True)
     holder[key] = None
     del value
@@ -219,7 +223,7 @@ def _borrowed(item: Any) -> Iterator[_Payload | None]:
         yield payload
     finally:
         if not payload.replaced:
-            holder[key] = data.decode("utf-8")
+            holder[key] = data.decode("utf-8", "surrogatepass")
 
 
 def _holder(item: Any) -> tuple[dict | None, str, str | None]:
@@ -264,8 +268,7 @@ def _shared_reference(structured: Any, stored: list[_Stored]) -> Reference | Non
     """
     for entry in stored:
         if entry.ref.stored and isinstance(structured, dict) and any(
-                isinstance(value, str) and len(value) <= len(entry.original) <= 4 * len(value)
-                and value.encode("utf-8", "surrogatepass") == entry.original for value in structured.values()):
+                _same_text(value, entry.original) for value in structured.values() if isinstance(value, str)):
             return entry.ref
     size = None
     for entry in stored:
@@ -274,6 +277,16 @@ def _shared_reference(structured: Any, stored: list[_Stored]) -> Reference | Non
             if size * 2 >= len(entry.original) and _parses_to(entry.original, structured):
                 return entry.ref
     return None
+
+
+def _utf8(value: str) -> bytes:
+    return value.data if isinstance(value, LentText) else value.encode("utf-8", "surrogatepass")
+
+
+def _same_text(value: str, original: bytes) -> bool:
+    if isinstance(value, LentText):
+        return value.data == original
+    return len(value) <= len(original) <= 4 * len(value) and _utf8(value) == original
 
 
 def _parses_to(text: bytes, value: Any) -> bool:
