@@ -34,6 +34,8 @@ from .tools.slicing import SliceRequest, Slicer, content_digest
 
 log = logging.getLogger("offload")
 
+_HASH_ASIDE = 1 << 20  # bytes: a result this large is hashed on a worker thread while it is chunked
+
 
 class Offloader:
     """Stores oversized tool results and serves slices and queries of them.
@@ -147,11 +149,13 @@ class Offloader:
                     stored_stderr = stderr_ref.artifact_id
                 except Exception as exc:  # noqa: BLE001 - any store failure fails open
                     failure = exc
+        # hashing releases the GIL: a large result is hashed on a worker while it is chunked here
+        digest = workers.submit(_sha256, data) if len(data) >= _HASH_ASIDE else None
         chunks = list(chunk_bytes(data))
-        write = _PendingWrite(self, data, chunks) if failure is None else None
+        sha256 = digest.result() if digest is not None else _sha256(data)
+        write = _PendingWrite(self, sha256, data, chunks) if failure is None else None
         try:
-            analysis = references.analyse(tool, data, payload, chunks,
-                                          sha256=write.sha256.result if write is not None else None)
+            analysis = references.analyse(tool, data, payload, chunks, sha256=sha256)
             ref, detected = analysis.ref, analysis.detected
             if write is not None:
                 write.detected.set_result(detected)
@@ -433,31 +437,25 @@ class _PendingWrite:
     """The store write of one result, on a worker thread while the caller builds its reference.
 
     The database writes without the GIL, so this overlaps the preview, which is Python. The thread
-    hashes the content (the reference shows the sha256, the caller waits for it), writes the chunks,
-    then takes what only the caller knows, in order: what the content is (for the JSON item index,
-    built on this thread too) and the artifact row (once the preview is fitted); then it commits, all
-    in one transaction. `abandon` makes it give up, and nothing is stored.
+    writes the chunks, then takes what only the caller knows, in order: what the content is (for the
+    JSON item index, built on this thread too) and the artifact row (once the preview is fitted); then
+    it commits, all in one transaction. `abandon` makes it give up, and nothing is stored.
     """
 
-    def __init__(self, offloader: Offloader, data: bytes, chunks: list[Chunk]):
-        self.sha256: Future = Future()
+    def __init__(self, offloader: Offloader, sha256: str, data: bytes, chunks: list[Chunk]):
         self.detected: Future = Future()
         self.row: Future = Future()
-        self.done = workers.submit(self._run, offloader, data, chunks)
-
-    def _run(self, offloader: Offloader, data: bytes, chunks: list[Chunk]) -> None:
-        try:
-            self.sha256.set_result(hashlib.sha256(data).hexdigest())
-        except BaseException as exc:  # the caller waits for the hash: it must hear why there is none
-            self.sha256.set_exception(exc)
-            raise
-        offloader._store_artifact(self.sha256.result(), self.row.result, data,
-                                  lambda: item_index(self.detected.result(), data), chunks)
+        self.done = workers.submit(offloader._store_artifact, sha256, self.row.result, data,
+                                   lambda: item_index(self.detected.result(), data), chunks)
 
     def abandon(self) -> None:
         for step in (self.detected, self.row):
             if not step.done():
                 step.set_exception(StoreError("the reference could not be built; nothing was stored"))
+
+
+def _sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def item_index(detected: Detected, data: bytes) -> ItemIndex | None:

@@ -49,12 +49,12 @@ class ReferenceBuilder:
         return self.reference_tokens if self.counter.exact else int(self.reference_tokens * 0.9)
 
     def analyse(self, tool: str, data: bytes, payload: Payload | None = None, chunks: list[Chunk] | None = None,
-                *, sha256: Callable[[], str] | None = None) -> Analysis:
+                *, sha256: str | None = None) -> Analysis:
         """The reference for `data` with its exact facts; its preview is filled in by `fit`.
 
         `chunks` (from `chunk_bytes`) carry the characters, newlines and invalid bytes of each chunk:
         detection, the reference's sizes, the token estimate and the store all reuse that one pass.
-        `sha256` gives the hash when another thread computes it (the offloader's write).
+        `sha256` is the content's hash when the caller has it.
         """
         if chunks is None:
             chunks = list(chunk_bytes(data))
@@ -69,7 +69,7 @@ class ReferenceBuilder:
             artifact_id=new_id("art_"), tool=tool, kind=detected.kind, content_type=detected.content_type,
             bytes=len(data), chars=chars, lines=lines, items=None,
             tokens=self.counter.count_chunks(chunks, detected.kind),
-            sha256=sha256() if sha256 is not None else hashlib.sha256(data).hexdigest(),
+            sha256=sha256 if sha256 is not None else hashlib.sha256(data).hexdigest(),
             preview="", truncated=True, notes=list(detected.notes), tokens_exact=self.counter.exact)
         return Analysis(ref, detected, chunks)
 

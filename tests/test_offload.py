@@ -690,3 +690,17 @@ def test_a_store_path_under_a_regular_file_raises_store_error(tmp_path):
     blocker.write_text("not a folder\n")
     with pytest.raises(StoreError):
         Offloader(f"sqlite:///{blocker / 'store.db'}").store  # noqa: B018
+
+
+def test_a_reference_that_fails_to_build_stores_nothing_and_the_call_still_returns(off, monkeypatch):
+    """The write runs on a worker while the reference is built: when building fails, the write gives
+    up (its transaction rolls back) and the tool call still gets a bounded preview marked not stored."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the preview")
+
+    monkeypatch.setattr(off.references, "fit", broken)
+    data = "".join(f"line {i}\n" for i in range(200_000)).encode()
+    out = off.process("bash", data)
+    assert isinstance(out, Reference) and out.stored is False and "could NOT be stored" in out.render()
+    assert off.list()[0] == []
+    assert not off.store.has_content(hashlib.sha256(data).hexdigest())

@@ -300,3 +300,58 @@ def test_process_killed_mid_write_leaves_nothing_half_stored(sqlite_url):
     assert store.total_bytes() == len(b"stored before the crash\n")
     assert store.get(kept, "") and store.verify() == []
     store.engine.dispose()
+
+
+# -- the write path's newer parts: a background WAL checkpoint, rows and indexes handed over late ------
+
+def test_a_big_sqlite_put_leaves_the_checkpoint_to_a_background_thread(sqlite_url):
+    import sqlite3
+
+    store = _store(sqlite_url)
+    with store.engine.connect() as conn:  # our connections never checkpoint inside a COMMIT
+        assert conn.exec_driver_sql("PRAGMA wal_autocheckpoint").scalar() == 0
+    data = _text(120_000)  # ~4.6 MB: over the 4 MiB that starts a checkpoint
+    aid = _put(store, data)
+    path = sqlite_url.split("///", 1)[1]
+    store._checkpointer.wait()
+    raw = sqlite3.connect(path)
+    busy, log_frames, done = raw.execute("PRAGMA wal_checkpoint(PASSIVE)").fetchone()
+    raw.close()
+    assert busy == 0 and done == log_frames  # everything written was already folded into the database
+    assert os.path.getsize(path) > len(data)
+    assert b"".join((bytes(c) for _, c in store.iter_chunks(store.get(aid, "")["sha256"]))) == data
+    store.close()
+
+
+def test_put_takes_its_row_and_item_index_late_and_skips_the_index_for_known_content(store_url):
+    store = _store(store_url)
+    data = b'[{"a": 1}, {"a": 2}, {"a": 3}]'
+    sha = hashlib.sha256(data).hexdigest()
+    asked = []
+
+    def index():
+        asked.append(True)
+        return json_item_index(data)
+
+    first, second = _row(), _row()
+    info = store.put(lambda: first, data, sha, item_index=index)
+    assert info.items == 3 and asked == [True]
+    store.put(lambda: second, data, sha, item_index=index)  # same content: stored once, indexed once
+    assert asked == [True]
+    assert store.get(first["id"], "")["sha256"] == store.get(second["id"], "")["sha256"] == sha
+    store.close()
+
+
+def test_a_row_that_never_comes_stores_nothing(store_url):
+    store = _store(store_url)
+    data = _text(1000)
+    sha = hashlib.sha256(data).hexdigest()
+
+    def fails():
+        raise RuntimeError("the reference could not be built")
+
+    with pytest.raises(RuntimeError):
+        store.put(fails, data, sha)
+    assert not store.has_content(sha)  # the chunks written before the row was asked for are rolled back
+    assert store.list("")[0] == []
+    store.close()

@@ -412,3 +412,40 @@ def test_speed_report():
         for _ in range(runs):
             estimate_tokens(text)
         print(f"\nestimate_tokens: {size:>10,} chars in {(time.perf_counter() - start) / runs * 1e3:8.3f} ms")
+
+
+def test_utf8_facts_and_chunk_estimates_match_decoding_whole():
+    """The offloader counts characters and invalid bytes per chunk and estimates tokens from the chunks'
+    bytes, never decoding the whole: each figure must equal what decoding the whole gives."""
+    from offload.store.chunking import chunk_bytes
+    from offload.tokens import estimate_chunks
+    from offload.utf8 import invalid_bytes, utf8_facts
+
+    rng = random.Random(7)
+    alphabet = ["a", "Z", " ", "\n", "é", "—", "中", "😀", "\ufffd"]
+    text = "".join(rng.choice(alphabet) for _ in range(3_000_000)).encode()
+    broken = bytearray(text)
+    for at in rng.sample(range(len(broken)), 500):  # stray continuation and lead bytes
+        broken[at] = rng.choice([0x80, 0xBF, 0xC3, 0xF0, 0xFF])
+    for data in (text, bytes(broken), b"plain ascii\n" * 1000):
+        decoded = data.decode("utf-8", "replace")
+        chunks = list(chunk_bytes(data))
+        assert sum(c.chars for c in chunks) == utf8_facts(data)[0] == len(decoded)
+        assert sum(c.bad for c in chunks) == invalid_bytes(data) == _invalid_bytes_by_decoding(data)
+        # cut elsewhere, each piece may count one more run: a token per piece at most
+        assert abs(estimate_chunks(chunks) - estimate_tokens(data)) <= len(chunks)
+        assert abs(estimate_tokens(data) - estimate_tokens(decoded)) <= 0.001 * estimate_tokens(decoded)
+
+
+def _invalid_bytes_by_decoding(data: bytes) -> int:
+    import codecs
+
+    counted = [0]
+
+    def count(error: UnicodeDecodeError):
+        counted[0] += error.end - error.start
+        return "\ufffd", error.end
+
+    codecs.register_error("offload-test-count", count)
+    data.decode("utf-8", "offload-test-count")
+    return counted[0]

@@ -143,7 +143,7 @@ class Store:
                     full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
                             **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
                             "lines": info.lines, "items": info.items}
-                    conn.execute(artifacts.insert().values(**full))
+                    conn.execute(artifacts.insert(), full)  # parameters apart: the compiled statement is reused
                     return info
             except sa.exc.IntegrityError:
                 # another writer stored the same content first (PostgreSQL): it is there now
@@ -185,15 +185,16 @@ class Store:
             self._check_quota(conn, size)
         if callable(item_index):
             item_index = item_index()
-        if item_index is not None:
-            for block, blob in item_index.blocks():
-                conn.execute(item_blocks.insert().values(sha256=sha256, block=block, data=blob))
+        blocks = [{"sha256": sha256, "block": block, "data": blob}
+                  for block, blob in (item_index.blocks() if item_index is not None else ())]
+        if blocks:
+            conn.execute(item_blocks.insert(), blocks)
         info = ContentInfo(sha256, size, chars, count_lines(size, newlines, last == b"\n"), count,
                            len(item_index) if item_index is not None else None,
                            item_index.path if item_index is not None else None)
-        conn.execute(contents.insert().values(
-            sha256=sha256, bytes=info.bytes, chars=info.chars, lines=info.lines, chunk_count=count,
-            items=info.items, items_path=info.items_path, created_at=utcnow()))
+        conn.execute(contents.insert(), {
+            "sha256": sha256, "bytes": info.bytes, "chars": info.chars, "lines": info.lines, "chunk_count": count,
+            "items": info.items, "items_path": info.items_path, "created_at": utcnow()})
         return info
 
     def _check_quota(self, conn: Connection, size: int) -> None:
