@@ -110,6 +110,21 @@ def test_grep_lines_are_capped_by_max_lines(grep_output):
     assert o200k(preview.text) <= 20_000
 
 
+def test_grep_counts_stay_exact_when_files_take_turns_line_by_line():
+    """Output whose files alternate every line (no runs to gallop over) switches to one regular-expression
+    pass after the first runs; the counts must be the same as line by line, whatever comes before."""
+    grouped = [f"lib/a.py:{i}: grouped {i}" for i in range(700)]
+    interleaved = [f"{'C:' if i % 7 == 0 else ''}src/m{i % 13}.py:{i}: x = {i}" for i in range(5000)]
+    noise = ["no prefix here", "", "lib/a.py:not-a-number: nope"]
+    for lines in (interleaved, grouped + interleaved, interleaved[:40] + noise + interleaved[40:] + grouped):
+        data = ("\n".join(lines) + "\n").encode()
+        preview = build_preview(detect(data, tool="grep"), data, 400, o200k)
+        truth = Counter(match.group(1) for line in lines  # a Windows drive letter belongs to the path
+                        if (match := re.match(r"((?:[A-Za-z]:)?[^:\n]+):\d+:", line)))
+        assert preview.extra["matches"] == sum(truth.values()) and preview.extra["files"] == len(truth)
+        assert all(truth[path] == n for path, n in preview.extra["matches_per_file"].items())
+
+
 def test_grep_with_context_lines_counts_only_matches():
     matches = [f"pkg/mod{i % 5}.py:{10 * i}:    raise ValueError('x{i}')" for i in range(300)]
     out = []

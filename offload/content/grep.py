@@ -15,6 +15,10 @@ TOP_FILES = 20  # files listed by name in the extra facts; the rest are summed
 _GREP_NUMBERED = re.compile(rb"\n((?:[A-Za-z]:)?[^:\n]+):\d+:")
 _LINE_NUMBERED = re.compile(rb"((?:[A-Za-z]:)?[^:\n]+):\d+:")
 _LINE_PLAIN = re.compile(rb"((?:[A-Za-z]:)?[^:\n]+):")
+# The same, at every line start of a buffer: for output whose files take turns line by line
+_EVERY_NUMBERED = re.compile(rb"^((?:[A-Za-z]:)?[^:\n]+):\d+:", re.M)
+_EVERY_PLAIN = re.compile(rb"^((?:[A-Za-z]:)?[^:\n]+):", re.M)
+_SHORT_RUNS = 64, 8  # after this many runs averaging fewer lines than this, count line by line in C
 
 
 def grep_preview(data: bytes, budget: int, count: Count, *, max_lines: int = 200,
@@ -66,7 +70,8 @@ def _matches_per_file(data: bytes) -> Counter:
     grep prints a file's matches together, so the work is per run of lines with one path prefix:
     the run's end is found by galloping probes and its lines are counted with `bytes.count`, then
     checked (every line of the run must carry the prefix) before the count is trusted; a run that
-    fails the check is counted line by line.
+    fails the check is counted line by line. Output whose files take turns (runs of a line or two)
+    would cost a Python loop per line: once that shows, one regular-expression pass counts the rest.
     """
     sample = b"\n" + data[:65536]
     # grep -C prints context lines (`path-12-…`) around each match: one line in ten may be a match.
@@ -74,7 +79,13 @@ def _matches_per_file(data: bytes) -> Counter:
     line_pattern = _LINE_NUMBERED if numbered else _LINE_PLAIN
     counts: Counter = Counter()
     position, size = 0, len(data)
+    runs = 0
     while position < size:
+        runs += 1
+        if runs == _SHORT_RUNS[0] and data.count(b"\n", 0, position) < _SHORT_RUNS[0] * _SHORT_RUNS[1]:
+            # `position` starts a line: ^ matches there in MULTILINE mode
+            counts.update((_EVERY_NUMBERED if numbered else _EVERY_PLAIN).findall(data, position))
+            return counts
         line_end = data.find(b"\n", position)
         line_end = size if line_end == -1 else line_end
         match = line_pattern.match(data, position, line_end)
