@@ -449,3 +449,25 @@ def _invalid_bytes_by_decoding(data: bytes) -> int:
     codecs.register_error("offload-test-count", count)
     data.decode("utf-8", "offload-test-count")
     return counted[0]
+
+
+def test_the_short_text_path_gives_the_numpy_figure_exactly():
+    """Previews count tokens line by line through a numpy-free path; it must agree with the numpy one."""
+    import numpy as np
+
+    from offload import tokens
+
+    def with_numpy(encoded: bytes) -> float:
+        codes = np.frombuffer(encoded.translate(tokens._CODES, tokens._CONTINUATION_BYTES), np.uint8)
+        steps = codes[1:] - codes[:-1]
+        up = np.count_nonzero(steps == tokens._CASE_STEP)
+        runs = 1 + np.count_nonzero(steps) - up - np.count_nonzero(steps == 256 - tokens._CASE_STEP)
+        return int(codes.sum(dtype=np.uint32)) / tokens._UNIT + tokens._PER_RUN * runs + tokens._PER_CASE_BREAK * up
+
+    rng = random.Random(3)
+    alphabet = "aAbZq 0 9\n\t.,{}é中😀—\ufffd"
+    samples = [b"\x80\x80", "camelCaseWordsAndMORE".encode()]
+    samples += ["".join(rng.choice(alphabet) for _ in range(n)).encode() for n in range(1, 700, 2)]
+    for encoded in samples:
+        assert len(encoded) < tokens._SHORT
+        assert tokens._estimate_piece(encoded) == pytest.approx(with_numpy(encoded), abs=1e-9)
