@@ -144,6 +144,15 @@ def escape_safe_blocks(data: bytes | bytearray, size: int = _BLOCK) -> Iterator[
         start = end
 
 
+def escaping_backslashes(bpos: np.ndarray) -> np.ndarray:
+    """Of sorted backslash positions, those that escape the byte after them: the last backslash of
+    each run of odd length (in a run of even length they escape each other)."""
+    breaks = np.flatnonzero(np.diff(bpos) != 1) + 1
+    run_start = np.concatenate(([0], breaks))
+    run_end = np.concatenate((breaks, [len(bpos)]))
+    return bpos[run_end[(run_end - run_start) % 2 == 1] - 1]
+
+
 def _shallow_structure(data: bytes, max_depth: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Positions, bytes and depth-before of structural chars outside strings with depth <= max_depth.
 
@@ -163,13 +172,8 @@ def _shallow_structure(data: bytes, max_depth: int) -> tuple[np.ndarray, np.ndar
         bs = vals == 0x5C
         if bs.any():
             # the character right after an odd-length run of backslashes is escaped
-            bpos = pos[bs]
-            breaks = np.flatnonzero(np.diff(bpos) != 1) + 1
-            run_start = np.concatenate(([0], breaks))
-            run_end = np.concatenate((breaks, [len(bpos)]))
-            odd = (run_end - run_start) % 2 == 1
             escaped = np.zeros(hi - lo + 1, dtype=bool)
-            escaped[bpos[run_end[odd] - 1] + 1] = True
+            escaped[escaping_backslashes(pos[bs]) + 1] = True
             keep = ~bs & ~escaped[pos]
             pos, vals = pos[keep], vals[keep]
         quotes = (vals == 0x22).view(np.uint8)

@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 import orjson
 
-from ...store.chunking import escape_safe_blocks
+from ...store.chunking import escape_safe_blocks, escaping_backslashes
 
 LEND_AT = 1 << 20  # bytes: a string literal at least this long is lent as bytes
 _SCAN_BLOCK = 4 << 20  # bytes scanned per numpy pass: its arrays stay a few MB
@@ -140,12 +140,7 @@ def _long_strings(raw: bytes | bytearray, min_length: int) -> tuple[list[tuple[i
         vals = codes[pos]
         backslash = vals == 0x5C
         if backslash.any():
-            bpos = pos[backslash]
-            breaks = np.flatnonzero(np.diff(bpos) != 1) + 1
-            run_start = np.concatenate(([0], breaks))
-            run_end = np.concatenate((breaks, [len(bpos)]))
-            odd = (run_end - run_start) % 2 == 1
-            escaping = bpos[run_end[odd] - 1]  # the backslash that escapes the next (non-backslash) byte
+            escaping = escaping_backslashes(pos[backslash])
             escaping = escaping[escaping + 1 < hi - lo]
             follows = block[escaping + 1]
             specials.append(escaping[(follows == 0x75) | (follows == 0x2F)] + lo)
