@@ -155,8 +155,7 @@ class Offloader:
         sha256 = digest.result() if digest is not None else _sha256(data)
         write = _PendingWrite(self, sha256, data, chunks) if failure is None else None
         try:
-            analysis = references.analyse(tool, data, payload, chunks, sha256=sha256)
-            ref, detected = analysis.ref, analysis.detected
+            ref, detected = references.analyse(tool, data, payload, chunks, sha256)
             if write is not None:
                 write.detected.set_result(detected)
             ref.same_as = self._same_result(tool, args, session, ref.sha256)  # named before fitting: it takes room

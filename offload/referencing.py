@@ -1,7 +1,7 @@
 """The Reference of a stored result: its exact facts, and a preview, shape and hints fitted to a budget.
 
-`ReferenceBuilder.analyse` makes one pass over the bytes (cut into the store's chunks, counting
-characters, lines and invalid UTF-8 as it goes) and detects the kind; `fit` fills in the preview so
+`ReferenceBuilder.analyse` takes the bytes already cut into the store's chunks (which count
+characters, lines and invalid UTF-8 as they are cut) and detects the kind; `fit` fills in the preview so
 that the whole rendered reference stays within its token budget, checked with real tokenizers when
 they are installed. `unstored` is the last resort when even that fails.
 """
@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from .content import Detected, build_preview, detect, render_shape
@@ -19,19 +18,10 @@ from .errors import StoreError
 from .reference import Reference
 from .results import Payload
 from .store import new_id
-from .store.chunking import Chunk, chunk_bytes, count_lines
+from .store.chunking import Chunk, count_lines
 from .tokens import TokenCounter, exact_tokenizer
 
 MIN_PREVIEW = 40  # tokens: below this a preview says nothing useful
-
-
-@dataclass
-class Analysis:
-    """A result taken apart once: its reference (preview still empty), what it is, and its chunks."""
-
-    ref: Reference
-    detected: Detected
-    chunks: list[Chunk]
 
 
 class ReferenceBuilder:
@@ -48,16 +38,14 @@ class ReferenceBuilder:
         """Tokens a reference may take by the counter: the estimate may undercount by 10%."""
         return self.reference_tokens if self.counter.exact else int(self.reference_tokens * 0.9)
 
-    def analyse(self, tool: str, data: bytes, payload: Payload | None = None, chunks: list[Chunk] | None = None,
-                *, sha256: str | None = None) -> Analysis:
-        """The reference for `data` with its exact facts; its preview is filled in by `fit`.
+    def analyse(self, tool: str, data: bytes, payload: Payload | None, chunks: list[Chunk],
+                sha256: str) -> tuple[Reference, Detected]:
+        """The reference for `data` with its exact facts (its preview is filled in by `fit`), and what
+        `data` is.
 
         `chunks` (from `chunk_bytes`) carry the characters, newlines and invalid bytes of each chunk:
         detection, the reference's sizes, the token estimate and the store all reuse that one pass.
-        `sha256` is the content's hash when the caller has it.
         """
-        if chunks is None:
-            chunks = list(chunk_bytes(data))
         newlines = sum(chunk.newlines for chunk in chunks)
         lines = count_lines(len(data), newlines, data.endswith(b"\n"))
         detected = detect(data, tool, bad_bytes=sum(chunk.bad for chunk in chunks), lines=lines)
@@ -69,9 +57,9 @@ class ReferenceBuilder:
             artifact_id=new_id("art_"), tool=tool, kind=detected.kind, content_type=detected.content_type,
             bytes=len(data), chars=chars, lines=lines, items=None,
             tokens=self.counter.count_chunks(chunks, detected.kind),
-            sha256=sha256 if sha256 is not None else hashlib.sha256(data).hexdigest(),
+            sha256=sha256,
             preview="", truncated=True, notes=list(detected.notes), tokens_exact=self.counter.exact)
-        return Analysis(ref, detected, chunks)
+        return ref, detected
 
     def fit(self, ref: Reference, detected, data: bytes, target: int) -> None:
         """Fill in the preview, shape and hints so that the whole rendered reference fits `target` tokens.

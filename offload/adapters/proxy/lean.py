@@ -87,10 +87,10 @@ def _swap(value: Any, lent: dict[str, bytes]) -> Any:
 def _unescape(raw: bytes | bytearray, view: memoryview, start: int, end: int, specials: np.ndarray) -> bytes:
     """The UTF-8 bytes that the contents of a JSON string literal, raw[start:end], stand for.
 
-    JSON's escapes are \\" \\\\ \\/ \\b \\f \\n \\r \\t and \\uXXXX. `codecs.escape_decode` reads all
-    but \\/ and \\uXXXX exactly as JSON does, straight from the line (a valid literal holds no other
+    JSON's escapes are \\" \\\\ \\/ \\b \\f \\n \\r \\t and \\uHHHH. `codecs.escape_decode` reads all
+    but \\/ and \\uHHHH exactly as JSON does, straight from the line (a valid literal holds no other
     escape); `specials` says where those two start, and the line is cut there: \\/ is a solidus, and
-    a run of \\uXXXX goes through the JSON parser so that surrogate pairs join.
+    a run of \\uHHHH goes through the JSON parser so that surrogate pairs join.
     """
     inside = specials[(specials >= start) & (specials < end)]
     if not len(inside):
@@ -124,7 +124,7 @@ def _json_text(literal: bytes) -> str:
 
 def _long_strings(raw: bytes | bytearray, min_length: int) -> tuple[list[tuple[int, int]], np.ndarray]:
     """(start, end) of the contents of every string literal of at least `min_length` bytes, and where
-    every \\uXXXX and \\/ escape starts.
+    every \\uHHHH and \\/ escape starts.
 
     The quotes that open and close strings are the unescaped ones (not after an odd run of
     backslashes), in order; the block loop keeps the numpy arrays to a few MB whatever the size.
