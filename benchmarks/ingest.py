@@ -15,8 +15,12 @@ store (detect + preview + hash + chunking + store); the raw `Store.put` of the s
 fresh store. Medians of the rounds (the file write, the noisiest and cheapest figure, 3 times a round).
 Store opening and migration are outside the timings. A second table splits Offloader.put into its stages
 by timing the functions it calls: on the caller's thread chunking (with the character, line and UTF-8
-counts), detect, the token estimate and the preview; on a worker thread, overlapping the preview, the
-JSON item index and Store.put. "waiting" is the rest of the put: mostly the caller waiting for the write.
+counts), detect, the token estimate, the preview and Store.put (the artifact row, and below 4 MiB the
+content with it); from 4 MiB the content is written ahead on a worker thread while the preview is built
+(Store.put_content). The JSON item index is built inside whichever write stores the content. "waiting"
+is the rest of the put: the hash, rendering the reference, and waiting for the content written ahead.
+Each timed put follows one small put on the same store, outside the timing: a running agent's store
+has compiled its statements by its second call (that costs ~5 ms once).
 
 Goals (issue), on SQLite: text within 2x of the file write (over 5x is a defect); JSON within 2x of
 file write + one orjson parse with gc disabled. One more put per kind and size on SQLite runs under a
@@ -55,6 +59,7 @@ ROUNDS = {1: 7, 10: 5, 100: 3}
 QUICK_ROUNDS = {1: 5, 10: 3}
 TEXT_GOAL, TEXT_DEFECT, JSON_GOAL = 2.0, 5.0, 2.0
 FILE_WRITES = 3
+WARM_UP = 40_000  # bytes: a small result of the same kind, put once on each store before the timed put
 
 
 def make_data(kind: str, size: int) -> bytes:
@@ -84,15 +89,18 @@ def parse_gc_off(data: bytes) -> None:
 
 class Stages:
     """Times the stages of Offloader.put by wrapping the functions it calls (a few calls each: no
-    measurable overhead). MAIN stages run on the caller's thread one after the other; the others run
-    on a worker thread while the preview is built."""
+    measurable overhead). MAIN stages run on the caller's thread one after the other; AHEAD runs on a
+    worker thread while the preview is built; NESTED runs inside a write (MAIN's or AHEAD's)."""
 
     WRAPPED = (("chunking", offloader_module, "chunk_bytes"), ("detect", referencing_module, "detect"),
                ("tokens", TokenCounter, "count_chunks"), ("preview", referencing_module, "build_preview"),
+               ("Store.put", Store, "put"), ("Store.put_content", Store, "put_content"),
                ("item index", offloader_module, "json_item_index"),
-               ("item index", offloader_module, "ndjson_item_index"), ("Store.put", Store, "put"))
-    MAIN = ("chunking", "detect", "tokens", "preview")
-    WORKER = ("item index", "Store.put")
+               ("item index", offloader_module, "ndjson_item_index"))
+    MAIN = ("chunking", "detect", "tokens", "preview", "Store.put")
+    AHEAD = ("Store.put_content",)
+    NESTED = ("item index",)
+    WORKER = AHEAD + NESTED  # the columns after "waiting"
 
     def __init__(self) -> None:
         self.seconds: dict[str, float] = {}
@@ -140,6 +148,7 @@ def raw_row(tool: str) -> dict:
 def measure(stores: C.Stores, backend: str, kind: str, data: bytes, rounds: int) -> dict:
     tool, family = KINDS[kind]
     sha = hashlib.sha256(data).hexdigest()
+    warm_up = make_data(kind, WARM_UP)
     file_path = os.path.join(stores.tmp.name, "baseline.bin")
     times: dict[str, list[float]] = {"file": [], "parse": [], "put": [], "settled": [], "store": []}
     stages: list[dict[str, float]] = []
@@ -160,6 +169,7 @@ def measure(stores: C.Stores, backend: str, kind: str, data: bytes, rounds: int)
         url = stores.url(backend)
         off = Offloader(url)
         off.store  # open and migrate outside the timing
+        off.put(warm_up, tool=tool)  # a running agent's store has compiled its statements
         stage = Stages()
         gc.collect()
         with stage.active():
@@ -175,6 +185,7 @@ def measure(stores: C.Stores, backend: str, kind: str, data: bytes, rounds: int)
         url = stores.url(backend)
         engine = open_engine(url)
         store = Store(engine, quota_bytes=10 * 1024**3)
+        store.put(raw_row(tool), warm_up, hashlib.sha256(warm_up).hexdigest())
         row = raw_row(tool)
         gc.collect()
         t0 = time.perf_counter()
@@ -241,8 +252,8 @@ def main() -> None:
                 if not args.no_profile and "sqlite" in backends:
                     url = stores.url("sqlite")
                     off = Offloader(url)
-                    off.store
                     tool = KINDS[kind][0]
+                    off.put(make_data(kind, WARM_UP), tool=tool)
                     profiles[f"{kind} {size_mb} MB"] = C.profile_call(lambda: off.put(data, tool=tool))
                     off.close()
                     stores.drop("sqlite", url)
@@ -275,10 +286,12 @@ def main() -> None:
         srows.append([c["kind"], c["size_mb"], C.fmt_ms(put)] +
                      [f"{C.fmt_ms(st[k])} ({st[k] / put:.0%})" for k in labels])
     print("\n## Where Offloader.put spends its time on SQLite (ms, share of put)\n")
-    print("The caller's thread: " + ", ".join(Stages.MAIN) + ", then waiting (for the write, the hash, and "
-          "rendering). On a worker thread, overlapping the preview: " + ", ".join(Stages.WORKER) + ".\n")
-    print(C.table(["data", "MB", "put ms", *Stages.MAIN, "waiting", *(f"{k} (worker)" for k in Stages.WORKER)],
-                  srows))
+    print("The caller's thread: " + ", ".join(Stages.MAIN) + ", then waiting (the hash, rendering, and the "
+          "content written ahead). On a worker thread from 4 MiB, overlapping the preview: "
+          + ", ".join(Stages.AHEAD) + ". Inside whichever write stores the content: " + ", ".join(Stages.NESTED)
+          + ".\n")
+    print(C.table(["data", "MB", "put ms", *Stages.MAIN, "waiting", *(f"{k} (worker)" for k in Stages.AHEAD),
+                   *(f"{k} (in the write)" for k in Stages.NESTED)], srows))
 
     findings = []
     if profiles:

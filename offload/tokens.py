@@ -78,6 +78,10 @@ def _code_table() -> bytes:
 
 
 _CODES = _code_table()
+# The most bytes one estimated token can stand for: the cheapest character, a space, costs 4/_UNIT of a
+# token, and every other costs more per UTF-8 byte. A text longer than this many bytes per token of a
+# limit is surely over it, without estimating (`surely_over`).
+MAX_BYTES_PER_TOKEN = _UNIT // min(code for byte, code in enumerate(_CODES) if code and byte < 0x80)
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))  # deleted, so that every character leaves one code
 
 
@@ -201,6 +205,11 @@ def _piece_end(text: str, start: int) -> int:
     while space >= 0 and text[space - 1].isspace():
         space = text.rfind(" ", low, space)
     return space if space >= 0 else end
+
+
+def surely_over(size: int, limit: int) -> bool:
+    """True when any text of `size` UTF-8 bytes estimates to more than `limit` tokens."""
+    return size > MAX_BYTES_PER_TOKEN * limit
 
 
 class TokenCounter:

@@ -693,8 +693,8 @@ def test_a_store_path_under_a_regular_file_raises_store_error(tmp_path):
 
 
 def test_a_reference_that_fails_to_build_stores_nothing_and_the_call_still_returns(off, monkeypatch):
-    """The write runs on a worker while the reference is built: when building fails, the write gives
-    up (its transaction rolls back) and the tool call still gets a bounded preview marked not stored."""
+    """The bytes are written on a worker while the reference is built: when building fails, what was
+    written is removed again, and the tool call still gets a bounded preview marked not stored."""
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the preview")
 

@@ -323,6 +323,27 @@ def test_a_big_sqlite_put_leaves_the_checkpoint_to_a_background_thread(sqlite_ur
     store.close()
 
 
+def test_the_checkpoint_starts_by_what_was_written_not_by_the_log_files_size(sqlite_url):
+    """A reset log is rewritten from its start and keeps its size on disk: after the first checkpoint
+    the file is over the mark for good, and starting a thread after every write cost each put ~1 ms."""
+    store = _store(sqlite_url)
+    _put(store, _text(120_000))  # ~4.6 MB: a checkpoint
+    store._checkpointer.wait()
+    first = store._checkpointer._thread
+    assert first is not None
+    for i in range(3):  # ~3 MB more: under the mark, whatever the file's size
+        _put(store, _text(25_000) + str(i).encode())
+        assert store._checkpointer._thread is first
+    _put(store, _text(40_000))  # past it: the next checkpoint
+    second = store._checkpointer._thread
+    assert second is not first
+    second.join()
+    for i in range(300):  # small writes log a few pages each: they add up to a checkpoint too
+        _put(store, b"small %d" % i)
+    assert store._checkpointer._thread is not second
+    store.close()
+
+
 def test_put_takes_its_row_and_item_index_late_and_skips_the_index_for_known_content(store_url):
     store = _store(store_url)
     data = b'[{"a": 1}, {"a": 2}, {"a": 3}]'
@@ -339,6 +360,37 @@ def test_put_takes_its_row_and_item_index_late_and_skips_the_index_for_known_con
     store.put(lambda: second, data, sha, item_index=index)  # same content: stored once, indexed once
     assert asked == [True]
     assert store.get(first["id"], "")["sha256"] == store.get(second["id"], "")["sha256"] == sha
+    store.close()
+
+
+def test_content_stored_ahead_of_its_row_is_stored_again_if_gc_took_it_meanwhile(store_url):
+    """The offloader stores a result's bytes first (`put_content`) and its artifact row once the
+    reference is built; content that no artifact uses yet is an orphan to gc, and the row's `put` must
+    then store it again rather than point at nothing."""
+    store = _store(store_url)
+    data = b'[{"a": 1}, {"a": 2}, {"a": 3}]'
+    sha = hashlib.sha256(data).hexdigest()
+    asked = []
+
+    def index():
+        asked.append(True)
+        return json_item_index(data)
+
+    assert store.put_content(data, sha, item_index=index).items == 3 and store.has_content(sha)
+    row = _row(kind="json")
+    store.put(row, data, sha, item_index=index)  # the content is there: only the row is added
+    assert asked == [True]
+    store.discard_content(sha)  # used by an artifact now: kept
+    assert store.has_content(sha)
+
+    orphan = b"an orphan\n" * 100
+    orphan_sha = hashlib.sha256(orphan).hexdigest()
+    store.put_content(orphan, orphan_sha)
+    assert store.gc().contents_removed == 1 and not store.has_content(orphan_sha)
+    late = _row()
+    info = store.put(late, orphan, orphan_sha)
+    assert info.bytes == len(orphan) and store.has_content(orphan_sha)
+    assert b"".join(store.iter_bytes(orphan_sha)) == orphan
     store.close()
 
 

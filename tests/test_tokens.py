@@ -32,7 +32,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from offload import tokens
-from offload.tokens import KINDS, TokenCounter, estimate_tokens, exact_tokenizer
+from offload.tokens import (
+    KINDS,
+    MAX_BYTES_PER_TOKEN,
+    TokenCounter,
+    estimate_tokens,
+    exact_tokenizer,
+    surely_over,
+)
 
 STDLIB = Path(os.__file__).parent
 CAP = 60_000
@@ -471,3 +478,15 @@ def test_the_short_text_path_gives_the_numpy_figure_exactly():
     for encoded in samples:
         assert len(encoded) < tokens._SHORT
         assert tokens._estimate_piece(encoded) == pytest.approx(with_numpy(encoded), abs=1e-9)
+
+
+@given(st.binary(max_size=400) | st.text(max_size=400).map(str.encode) | st.sampled_from([b" " * 5000, b"\n" * 777]))
+@settings(max_examples=300, deadline=None)
+def test_no_text_estimates_below_its_bytes_per_token_floor(data):
+    """`surely_over` lets the offloader skip estimating a result whose size alone puts it over its
+    limit; that is only sound if no text estimates to fewer than bytes / MAX_BYTES_PER_TOKEN."""
+    estimate = estimate_tokens(data)
+    assert estimate * MAX_BYTES_PER_TOKEN >= len(data)
+    for limit in {0, 1, len(data) // MAX_BYTES_PER_TOKEN - 1, len(data) // MAX_BYTES_PER_TOKEN}:
+        if surely_over(len(data), limit):
+            assert estimate > limit

@@ -11,7 +11,7 @@ import json
 import math
 from collections import Counter
 from dataclasses import dataclass
-from itertools import islice, repeat
+from itertools import chain, islice, repeat
 from typing import Any
 
 __all__ = ["describe_json", "find_main", "jmespath_path", "render_shape", "MainCollection"]
@@ -101,6 +101,24 @@ def sample_indices(length: int, cap: int) -> range | list[int]:
     return list(range(half)) + [half + int(i * step) for i in range(cap - half)]
 
 
+_KINDS = {str: "string", bool: "boolean", int: "integer", float: "number", dict: "object", list: "array",
+          type(None): "null"}
+
+
+def _by_kind(values: list) -> dict[str, list]:
+    """`values` grouped by their JSON kind, in the order the kinds first appear."""
+    types = dict.fromkeys(map(type, values))
+    kinds = {t: _KINDS.get(t) or _kind(next(v for v in values if type(v) is t)) for t in types}
+    if len(set(kinds.values())) == 1:
+        return {next(iter(kinds.values())): values}
+    groups: dict[str, list] = {}
+    for kind in kinds.values():
+        if kind not in groups:
+            of_kind = {t for t, k in kinds.items() if k == kind}
+            groups[kind] = [v for v in values if type(v) in of_kind]
+    return groups
+
+
 def _kind(value: Any) -> str:
     if isinstance(value, str):
         return "string"
@@ -141,58 +159,91 @@ class _Slot:
         self.exact_range = False
         self.unread_keys = 0  # keys past the first KEYS_READ of the largest object, never looked at
 
-    def add(self, value: Any, depth: int, repeated: bool, work: list[int]) -> None:
-        """Record `value`; `repeated` when this place is seen once per item of an array; `work` is
-        the number of values still to visit in the whole document (arrays stop being read at 0)."""
-        work[0] -= 1
-        kind = _kind(value)
-        self.types[kind] += 1
-        if kind == "object":
-            self.objects += 1
-            if depth >= MAX_DEPTH:
-                self.depth_limited = True
-                return
-            if len(value) > KEYS_READ:
-                self.unread_keys = max(self.unread_keys, len(value) - KEYS_READ)
-            for key, item in islice(value.items(), KEYS_READ):
-                child = self.keys.get(key)
-                if child is None:
-                    if len(self.keys) >= TRACKED_KEYS:
-                        self.overflow_keys.add(key)
-                        continue
-                    child = self.keys[key] = _Slot()
-                child.add(item, depth + 1, repeated, work)
-        elif kind == "array":
-            self._add_array(value, depth, repeated, work)
-        elif kind == "string":
-            self.string_count += 1
+    def add(self, values: list, depth: int, repeated: bool, work: list[int]) -> None:
+        """Record `values`, everything found at this place: one value at the root, one per item of the
+        arrays above it otherwise. `repeated` when this place is inside an array of several items;
+        `work` is the number of values still to visit in the whole document (arrays stop being read
+        at 0).
+
+        The values are taken a column at a time (each key of the objects, then the elements of the
+        arrays) and counted by C built-ins: a 2,000-item sample costs a few calls per field instead
+        of a Python call per value (1 MB of API JSON: 35 ms -> 3 ms).
+        """
+        work[0] -= len(values)
+        by_kind = _by_kind(values)
+        for kind, group in by_kind.items():
+            self.types[kind] += len(group)
+        if "object" in by_kind:
+            self._add_objects(by_kind["object"], depth, repeated, work)
+        if "array" in by_kind:
+            self._add_arrays(by_kind["array"], depth, repeated, work)
+        strings = by_kind.get("string")
+        if strings:
+            self.string_count += len(strings)
             if self.strings is not None:
-                if len(value) > VALUE_CHARS:
+                if max(map(len, strings)) > VALUE_CHARS:
                     self.strings = None
                 else:
-                    self.strings[value] = self.strings.get(value, 0) + 1
-                    if len(self.strings) > MAX_VALUES:
+                    counts = Counter(strings)
+                    if len(counts) > MAX_VALUES:
                         self.strings = None
-        elif kind == "integer" or (kind == "number" and math.isfinite(value)):  # NaN and ±inf make no range
-            self.minimum = value if self.minimum is None else min(self.minimum, value)
-            self.maximum = value if self.maximum is None else max(self.maximum, value)
+                    else:
+                        self.strings.update((value, self.strings.get(value, 0) + n) for value, n in counts.items())
+                        if len(self.strings) > MAX_VALUES:
+                            self.strings = None
+        numbers = by_kind.get("integer", []) + [x for x in by_kind.get("number", ()) if math.isfinite(x)]
+        if numbers:  # NaN and ±inf make no range
+            low, high = min(numbers), max(numbers)
+            self.minimum = low if self.minimum is None else min(self.minimum, low)
+            self.maximum = high if self.maximum is None else max(self.maximum, high)
 
-    def _add_array(self, value: list, depth: int, repeated: bool, work: list[int]) -> None:
-        length = len(value)
-        self.length_min = length if self.arrays == 0 else min(self.length_min, length)
-        self.length_max = max(self.length_max, length)
-        self.arrays += 1
+    def _add_objects(self, objects: list[dict], depth: int, repeated: bool, work: list[int]) -> None:
+        self.objects += len(objects)
         if depth >= MAX_DEPTH:
-            self.depth_limited = self.depth_limited or length > 0
+            self.depth_limited = True
             return
-        indices = sample_indices(length, NESTED_SAMPLE if repeated else SAMPLE) if work[0] > 0 else range(0)
-        self.elements_total += length
-        self.elements_seen += len(indices)
-        if length and self.element is None:
+        widest = max(map(len, objects))
+        if widest > KEYS_READ:
+            self.unread_keys = max(self.unread_keys, widest - KEYS_READ)
+            objects = [o if len(o) <= KEYS_READ else dict(islice(o.items(), KEYS_READ)) for o in objects]
+        # every key in the order it first appears, as reading the objects one by one would find them
+        for key in dict.fromkeys(chain.from_iterable(objects)):
+            child = self.keys.get(key)
+            if child is None:
+                if len(self.keys) >= TRACKED_KEYS:
+                    self.overflow_keys.add(key)
+                    continue
+                child = self.keys[key] = _Slot()
+            if sum(map(dict.__contains__, objects, repeat(key))) == len(objects):
+                column = list(map(dict.__getitem__, objects, repeat(key)))
+            else:
+                column = [o[key] for o in objects if key in o]
+            child.add(column, depth + 1, repeated, work)
+
+    def _add_arrays(self, arrays: list[list], depth: int, repeated: bool, work: list[int]) -> None:
+        lengths = list(map(len, arrays))
+        longest = max(lengths)
+        self.length_min = min(lengths) if self.arrays == 0 else min(self.length_min, *lengths)
+        self.length_max = max(self.length_max, longest)
+        self.arrays += len(arrays)
+        if depth >= MAX_DEPTH:
+            self.depth_limited = self.depth_limited or longest > 0
+            return
+        cap = NESTED_SAMPLE if repeated else SAMPLE
+        elements: list = []
+        for value, length in zip(arrays, lengths):
+            if work[0] - len(elements) <= 0:
+                break
+            if length <= cap:
+                elements.extend(value)
+            else:
+                elements.extend(value[index] for index in sample_indices(length, cap))
+        self.elements_total += sum(lengths)
+        self.elements_seen += len(elements)
+        if longest and self.element is None:
             self.element = _Slot()
-        element = self.element
-        for index in indices:
-            element.add(value[index], depth + 1, repeated or length > 1, work)
+        if elements:
+            self.element.add(elements, depth + 1, repeated or longest > 1, work)
 
     def to_dict(self, budget: list[int], sampled: bool) -> dict:
         budget[0] -= 1
@@ -254,7 +305,7 @@ def describe_json(doc: Any, main: MainCollection | None = None) -> dict:
     """A bounded, JSON-serializable shape of `doc`; the main array's value counts are exact."""
     main = main or find_main(doc)
     root = _Slot()
-    root.add(doc, 0, False, [MAX_VISITS])
+    root.add([doc], 0, False, [MAX_VISITS])
     if isinstance(main.value, list) and len(main.value) > SAMPLE:
         slot = root
         for key in main.keys:

@@ -161,7 +161,8 @@ def _sqlite_events(engine: Engine, busy_timeout: float) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
-WAL_CHECKPOINT_AT = 4 << 20  # the log size (bytes) after a write that starts a checkpoint
+WAL_CHECKPOINT_AT = 4 << 20  # bytes logged since the last checkpoint that start the next one
+_COMMIT_LOGS = 16 << 10  # what a commit logs besides content, counted generously (a few 4 KiB pages)
 WAL_SIZE_LIMIT = 64 << 20  # a reset log is truncated back to this size
 
 
@@ -170,28 +171,32 @@ class WalCheckpointer:
 
     SQLite's automatic checkpoint runs inside the COMMIT of whichever write pushes the log past 1,000
     pages, so a 100 MB put paid for copying its bytes a second time and for two fsyncs before its tool
-    call could return: 0.67 s of a 1.0 s `Store.put`. Our connections turn that off, and after a write
-    leaves the log over WAL_CHECKPOINT_AT a PASSIVE checkpoint runs on another connection: it never
-    waits for readers or writers, and sqlite3 releases the GIL while it copies. Durability is what it
-    was (synchronous=NORMAL never fsynced at commit in WAL mode), and a process that dies mid-checkpoint
+    call could return: 0.67 s of a 1.0 s `Store.put`. Our connections turn that off, and once this
+    process's writes have added about WAL_CHECKPOINT_AT bytes to the log (content as `wrote` reports it,
+    plus a few pages a commit; the log file's size says nothing: a reset log is rewritten from its
+    start and keeps its size), a PASSIVE checkpoint runs on another connection: it never waits for
+    readers or writers, and sqlite3 releases the GIL while it copies. Durability is what it was
+    (synchronous=NORMAL never fsynced at commit in WAL mode), and a process that dies mid-checkpoint
     leaves a log the next opener recovers from.
     """
 
-    def __init__(self, engine: Engine, database: Path):
+    def __init__(self, engine: Engine):
         self.engine = engine
-        self.log = database.with_name(database.name + "-wal")
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
+        self._logged = 0  # bytes logged since the last checkpoint started (roughly: no lock)
+
+    def wrote(self, size: int) -> None:
+        self._logged += size
 
     def after_write(self) -> None:
-        try:
-            if self.log.stat().st_size < WAL_CHECKPOINT_AT:
-                return
-        except OSError:
+        self._logged += _COMMIT_LOGS
+        if self._logged < WAL_CHECKPOINT_AT:
             return
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
                 return  # the frames it leaves behind trigger the next one
+            self._logged = 0
             self._thread = threading.Thread(target=self._checkpoint, name="offload-wal-checkpoint", daemon=True)
             self._thread.start()
 
@@ -213,8 +218,8 @@ class WalCheckpointer:
 
 
 def wal_checkpointer(engine: Engine) -> WalCheckpointer | None:
-    path = _database_file(engine.url)
-    return WalCheckpointer(engine, path) if engine.dialect.name == "sqlite" and path is not None else None
+    on_disk = engine.dialect.name == "sqlite" and _database_file(engine.url) is not None
+    return WalCheckpointer(engine) if on_disk else None
 
 
 # ---------------------------------------------------------------------------------------------

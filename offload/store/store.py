@@ -132,19 +132,42 @@ class Store:
         only when the content is new. `chunks` are `data` already cut by `chunk_bytes`, when the
         caller has them.
         """
+        def write(conn: Connection) -> ContentInfo:
+            info = self._content(conn, sha256) or self._insert_content(conn, data, sha256, item_index, chunks)
+            given = row() if callable(row) else row
+            now = utcnow()
+            full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
+                    **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
+                    "lines": info.lines, "items": info.items}
+            conn.execute(artifacts.insert(), full)  # parameters apart: the compiled statement is reused
+            return info
+
+        return self._written(write)
+
+    def put_content(self, data: bytes | Iterable[bytes], sha256: str, *,
+                    item_index: ItemIndex | Callable[[], ItemIndex | None] | None = None,
+                    chunks: list[Chunk] | None = None) -> ContentInfo:
+        """Store `data` alone, in a transaction of its own, unless identical content is already stored.
+
+        The offloader writes a big result's bytes this way while it builds the reference, so that the
+        bulk of the write (SQLite writes its log at COMMIT) is done by the time the reference is; the
+        `put` of the artifact row that follows finds the content and only adds the row. Until then the
+        content belongs to no artifact: it is invisible, and `gc` removes it if the row never comes (a
+        killed process). A `put` whose content was removed meanwhile stores it again.
+        """
+        return self._written(
+            lambda conn: self._content(conn, sha256) or self._insert_content(conn, data, sha256, item_index, chunks))
+
+    def discard_content(self, sha256: str) -> None:
+        """Remove content that no artifact uses (what `put_content` stored for a row that never came)."""
+        with self._write() as conn:
+            self._drop_orphans(conn, [sha256])
+
+    def _written(self, write: Callable[[Connection], ContentInfo]) -> ContentInfo:
         for attempt in range(2):
             try:
                 with self._write() as conn:
-                    info = self._content(conn, sha256)
-                    if info is None:
-                        info = self._insert_content(conn, data, sha256, item_index, chunks)
-                    given = row() if callable(row) else row
-                    now = utcnow()
-                    full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
-                            **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
-                            "lines": info.lines, "items": info.items}
-                    conn.execute(artifacts.insert(), full)  # parameters apart: the compiled statement is reused
-                    return info
+                    return write(conn)
             except sa.exc.IntegrityError:
                 # another writer stored the same content first (PostgreSQL): it is there now
                 if attempt:
@@ -189,6 +212,8 @@ class Store:
                   for block, blob in (item_index.blocks() if item_index is not None else ())]
         if blocks:
             conn.execute(item_blocks.insert(), blocks)
+        if self._checkpointer is not None:
+            self._checkpointer.wrote(size)
         info = ContentInfo(sha256, size, chars, count_lines(size, newlines, last == b"\n"), count,
                            len(item_index) if item_index is not None else None,
                            item_index.path if item_index is not None else None)
