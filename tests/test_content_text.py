@@ -125,6 +125,20 @@ def test_grep_counts_stay_exact_when_files_take_turns_line_by_line():
         assert all(truth[path] == n for path, n in preview.extra["matches_per_file"].items())
 
 
+def test_grep_counts_stay_exact_when_a_foreign_line_hides_inside_a_files_run():
+    """A run's end is found by probes that skip lines; a line of another file (or of none) between two
+    probes must still not be counted for the run's file: the counts are checked against the lines."""
+    lines = [f"lib/a.py:{i}: line {i}" for i in range(3000)]
+    lines[1001] = "lib/b.py:7: the odd one"
+    lines[2002] = "a line that names no file"
+    lines += [f"lib/c.py:{i}: after" for i in range(500)]
+    for ending in ("\n", ""):
+        data = ("\n".join(lines) + ending).encode()
+        preview = build_preview(detect(data, tool="grep"), data, 400, o200k)
+        assert preview.extra["matches_per_file"] == {"lib/a.py": 2998, "lib/c.py": 500, "lib/b.py": 1}
+        assert preview.extra["lines"] == 3500
+
+
 def test_grep_with_context_lines_counts_only_matches():
     matches = [f"pkg/mod{i % 5}.py:{10 * i}:    raise ValueError('x{i}')" for i in range(300)]
     out = []

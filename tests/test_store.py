@@ -304,6 +304,33 @@ def test_process_killed_mid_write_leaves_nothing_half_stored(sqlite_url):
 
 # -- the write path's newer parts: a background WAL checkpoint, rows and indexes handed over late ------
 
+def test_a_new_sqlite_store_has_big_pages_and_an_old_one_keeps_its_own(tmp_path):
+    """Big blobs are chains of overflow pages: 32 KiB pages halve a big write. A store made with
+    SQLite's 4 KiB pages cannot change them in WAL mode; it keeps them and works as before."""
+    import sqlite3
+
+    from offload.store.engines import SQLITE_PAGE_SIZE
+
+    new = _store(f"sqlite:///{tmp_path / 'new.db'}")
+    with new.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA page_size").scalar() == SQLITE_PAGE_SIZE == 32768
+    new.close()
+
+    old_path = tmp_path / "old.db"
+    raw = sqlite3.connect(old_path)
+    raw.execute("PRAGMA page_size = 4096")
+    raw.execute("PRAGMA journal_mode = WAL")
+    raw.execute("CREATE TABLE before_offload (x)")  # the file exists with its page size
+    raw.close()
+    old = _store(f"sqlite:///{old_path}")
+    data = _text(40_000)
+    aid = _put(old, data)
+    with old.engine.connect() as conn:
+        assert conn.exec_driver_sql("PRAGMA page_size").scalar() == 4096
+    assert b"".join(old.iter_bytes(old.get(aid, "")["sha256"])) == data
+    old.close()
+
+
 def test_a_big_sqlite_put_leaves_the_checkpoint_to_a_background_thread(sqlite_url):
     import sqlite3
 

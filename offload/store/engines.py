@@ -149,6 +149,7 @@ def _sqlite_events(engine: Engine, busy_timeout: float) -> None:
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (pysqlite's own is too late)
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        cur.execute(f"PRAGMA page_size = {SQLITE_PAGE_SIZE}")  # takes effect only on a new, empty file
         cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")  # durable across process crashes in WAL mode
         cur.execute("PRAGMA wal_autocheckpoint = 0")  # WalCheckpointer does it, off the writer's path
@@ -161,6 +162,11 @@ def _sqlite_events(engine: Engine, busy_timeout: float) -> None:
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
 
 
+# Pages of 32 KiB rather than SQLite's 4 KiB: a chunk's blob is a chain of overflow pages, each its own
+# frame in the log, so bigger pages halve the time a big write takes (measured with Store.put: 100 MB
+# 436 -> 227 ms, 10 MB 38 -> 27 ms, 1 MB 4.9 -> 3.8 ms) for a small write's 0.6 -> 0.9 ms and an empty
+# store of 576 KiB instead of 72 KiB; 64 KiB gained no more. Stores made before keep their page size.
+SQLITE_PAGE_SIZE = 32 << 10
 WAL_CHECKPOINT_AT = 4 << 20  # bytes logged since the last checkpoint that start the next one
 _COMMIT_LOGS = 16 << 10  # what a commit logs besides content, counted generously (a few 4 KiB pages)
 WAL_SIZE_LIMIT = 64 << 20  # a reset log is truncated back to this size
