@@ -146,8 +146,7 @@ class Offloader:
             stderr_share = min(self.counter.count(payload.stderr, "text") + 10, target // 2)
             stderr_ref = references.stderr_preview(tool, payload.stderr, stderr_share, target // 2)
             if stderr_ref.truncated:
-                # stored first and whole: the main write below holds the store's write lock until its
-                # reference is ready, and the two must never wait on each other
+                # stored first and whole, so that the reference can name it
                 stderr_ref.artifact_id = new_id("art_")
                 try:
                     self._store_artifact(stderr_ref.sha256, self._row(stderr_ref, tool + ":stderr", args, session,
@@ -161,9 +160,8 @@ class Offloader:
         sha256 = digest.result() if digest is not None else _sha256(data)
         write = _PendingWrite(self, sha256, data, chunks) if failure is None else None
         try:
-            ref, detected = references.analyse(tool, data, payload, chunks, sha256)
-            if write is not None:
-                write.detected.set_result(detected)
+            ref, detected = references.analyse(tool, data, payload, chunks, sha256,
+                                               write.detected.set_result if write is not None else None)
             ref.same_as = self._same_result(tool, args, session, ref.sha256)  # named before fitting: it takes room
             if payload.is_shell:
                 ref.kind, ref.exit_code = "shell", payload.exit_code
@@ -471,7 +469,12 @@ class _PendingWrite:
         all of it, for a small result)."""
         if self.done is not None:
             self.done.result()
-        self.offloader._store_artifact(self.sha256, row, self.data, self.index, self.chunks)
+        try:
+            self.offloader._store_artifact(self.sha256, row, self.data, self.index, self.chunks)
+        except BaseException:
+            if self.done is not None:
+                self._discard()  # the content written ahead would belong to no artifact
+            raise
 
     def abandon(self) -> None:
         if not self.detected.done():
@@ -480,9 +483,15 @@ class _PendingWrite:
             return
         try:
             self.done.result()
+        except Exception:  # noqa: BLE001 - nothing was written
+            return
+        self._discard()
+
+    def _discard(self) -> None:
+        try:
             self.offloader.store.discard_content(self.sha256)
-        except Exception as exc:  # noqa: BLE001 - nothing was written, or gc removes what is left
-            log.debug("content of an abandoned reference left to gc: %s", exc)
+        except Exception as exc:  # noqa: BLE001 - gc removes what is left
+            log.debug("content of an unstored result left to gc: %s", exc)
 
 
 def _sha256(data: bytes) -> str:
@@ -490,11 +499,18 @@ def _sha256(data: bytes) -> str:
 
 
 def item_index(detected: Detected, data: bytes) -> ItemIndex | None:
-    """The byte ranges of the main array's items (JSON) or of the rows (NDJSON), for item slices."""
-    if detected.kind == "json" and detected.doc is not None:
-        return json_item_index(data)
-    if detected.kind == "ndjson":
-        return ndjson_item_index(data)
+    """The byte ranges of the main array's items (JSON) or of the rows (NDJSON), for item slices.
+
+    The index only makes item pages cheap; without it they are cut from the parsed document. So a
+    failure here is logged and the result is stored without one, rather than not stored at all.
+    """
+    try:
+        if detected.kind == "json" and detected.doc is not None:
+            return json_item_index(data)
+        if detected.kind == "ndjson":
+            return ndjson_item_index(data)
+    except Exception:  # noqa: BLE001 - see above
+        log.warning("the item index of a %s result failed; stored without one", detected.kind, exc_info=True)
     return None
 
 

@@ -38,17 +38,21 @@ class ReferenceBuilder:
         """Tokens a reference may take by the counter: the estimate may undercount by 10%."""
         return self.reference_tokens if self.counter.exact else int(self.reference_tokens * 0.9)
 
-    def analyse(self, tool: str, data: bytes, payload: Payload | None, chunks: list[Chunk],
-                sha256: str) -> tuple[Reference, Detected]:
+    def analyse(self, tool: str, data: bytes, payload: Payload | None, chunks: list[Chunk], sha256: str,
+                on_detected: Callable[[Detected], None] | None = None) -> tuple[Reference, Detected]:
         """The reference for `data` with its exact facts (its preview is filled in by `fit`), and what
         `data` is.
 
         `chunks` (from `chunk_bytes`) carry the characters, newlines and invalid bytes of each chunk:
         detection, the reference's sizes, the token estimate and the store all reuse that one pass.
+        `on_detected` learns what `data` is before the token estimate (the store's item index waits
+        for it).
         """
         newlines = sum(chunk.newlines for chunk in chunks)
         lines = count_lines(len(data), newlines, data.endswith(b"\n"))
         detected = detect(data, tool, bad_bytes=sum(chunk.bad for chunk in chunks), lines=lines)
+        if on_detected is not None:
+            on_detected(detected)
         if detected.kind == "binary" and payload is not None and payload.text is not None:
             chars = len(payload.text)
         else:

@@ -692,15 +692,43 @@ def test_a_store_path_under_a_regular_file_raises_store_error(tmp_path):
         Offloader(f"sqlite:///{blocker / 'store.db'}").store  # noqa: B018
 
 
-def test_a_reference_that_fails_to_build_stores_nothing_and_the_call_still_returns(off, monkeypatch):
-    """The bytes are written on a worker while the reference is built: when building fails, what was
-    written is removed again, and the tool call still gets a bounded preview marked not stored."""
+@pytest.mark.parametrize("lines", [200_000, 600_000], ids=["1.3 MB, written after", "5.2 MB, written ahead"])
+def test_a_reference_that_fails_to_build_stores_nothing_and_the_call_still_returns(off, monkeypatch, lines):
+    """From 4 MiB the bytes are written on a worker while the reference is built: when building fails,
+    what was written is removed again, and the tool call still gets a bounded preview marked not stored."""
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the preview")
 
     monkeypatch.setattr(off.references, "fit", broken)
-    data = "".join(f"line {i}\n" for i in range(200_000)).encode()
+    data = "".join(f"line {i}\n" for i in range(lines)).encode()
     out = off.process("bash", data)
     assert isinstance(out, Reference) and out.stored is False and "could NOT be stored" in out.render()
     assert off.list()[0] == []
     assert not off.store.has_content(hashlib.sha256(data).hexdigest())
+
+
+def test_content_written_ahead_is_removed_when_its_artifact_row_cannot_be_stored(off, monkeypatch, real_count):
+    """A big result's bytes are committed before its artifact row; when the row's write fails, the
+    call fails open and the bytes, which no artifact would use, are removed at once (not left to gc)."""
+    data = "".join(f"line {i}\n" for i in range(600_000)).encode()  # 5.2 MB: written ahead
+    sha = hashlib.sha256(data).hexdigest()
+    put_content = off.store.put_content
+    written = []
+
+    def recorded(*args, **kwargs):
+        written.append(put_content(*args, **kwargs))
+        return written[-1]
+
+    def row_fails(*args, **kwargs):
+        raise StoreError("the disk is full (simulated at the artifact row)")
+
+    monkeypatch.setattr(off.store, "put_content", recorded)
+    monkeypatch.setattr(off.store, "put", row_fails)
+    out = off.process("bash", data)
+    assert written and written[0].bytes == len(data)  # the content was committed first
+    assert isinstance(out, Reference) and out.stored is False and "disk is full" in out.error
+    assert real_count(out.render()) <= REFERENCE_TOKENS
+    assert not off.store.has_content(sha) and off.list()[0] == []
+    monkeypatch.undo()
+    stored = off.process("bash", data)  # and nothing stands in the way of storing it next time
+    assert stored.stored and raw(off, stored.artifact_id) == data

@@ -371,6 +371,21 @@ def test_the_checkpoint_starts_by_what_was_written_not_by_the_log_files_size(sql
     store.close()
 
 
+def test_a_scan_block_of_nothing_but_escaped_quotes_is_indexed_and_stored(sqlite_url):
+    """The item index scans 16 MB blocks; one that lies inside a single string and holds only escaped
+    quotes (\\" pairs) has no structural character left once escapes are dropped. That used to raise
+    IndexError inside the store write, and the result was then not stored at all."""
+    from offload import Offloader
+
+    data = b'["' + b'\\"' * (17 << 20) + b'"]'  # 34 MB: the second block is all escapes
+    index = json_item_index(data)
+    assert len(index) == 1 and (int(index.starts[0]), int(index.ends[0])) == (1, len(data) - 1)
+    with Offloader(sqlite_url) as off:
+        ref = off.put(data, tool="api")
+        assert ref.stored and ref.kind == "json" and ref.items == 1
+        assert b"".join(off.store.iter_bytes(ref.sha256)) == data
+
+
 def test_put_takes_its_row_and_item_index_late_and_skips_the_index_for_known_content(store_url):
     store = _store(store_url)
     data = b'[{"a": 1}, {"a": 2}, {"a": 3}]'
