@@ -509,7 +509,7 @@ def item_index(detected: Detected, data: bytes) -> ItemIndex | None:
             return json_item_index(data)
         if detected.kind == "ndjson":
             return ndjson_item_index(data)
-    except Exception:  # noqa: BLE001 - see above
+    except Exception:  # see above: stored without an index
         log.warning("the item index of a %s result failed; stored without one", detected.kind, exc_info=True)
     return None
 
