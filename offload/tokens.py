@@ -8,7 +8,6 @@ it stays above 90% of both on the content offload sees and is typically 15-40% a
 from __future__ import annotations
 
 import functools
-from itertools import groupby
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -104,13 +103,20 @@ _CASE_DOWN = _CASE_UP[::-1]
 def _estimate_short(codes: bytes) -> float:
     """`_estimate_piece` of a short text's codes, the same figure without numpy.
 
-    A run is a group of equal codes; a step of exactly +/-(upper - lower) is only ever a letter changing
-    case (see _ASCII_CODES), so those are the two-code patterns lower-upper and upper-lower, which
-    cannot overlap themselves and are counted by `bytes.count`.
+    A run is a group of equal codes: every code but the first starts one unless it equals the code
+    before it, and the equal neighbours are the zero bytes of the codes XORed with themselves shifted
+    by one, done on two big integers (C loops: 5-20x faster than itertools.groupby on preview lines).
+    A step of exactly +/-(upper - lower) is only ever a letter changing case (see _ASCII_CODES), so
+    those are the two-code patterns lower-upper and upper-lower, which cannot overlap themselves and
+    are counted by `bytes.count`.
     """
     up, down = codes.count(_CASE_UP), codes.count(_CASE_DOWN)
-    runs = max(1, sum(1 for _ in groupby(codes))) - up - down
-    return sum(codes) / _UNIT + _PER_RUN * runs + _PER_CASE_BREAK * up
+    size = len(codes)
+    runs = size
+    if size > 1:
+        changes = int.from_bytes(codes[1:], "big") ^ int.from_bytes(codes[:-1], "big")
+        runs -= changes.to_bytes(size - 1, "big").count(0)
+    return sum(codes) / _UNIT + _PER_RUN * (max(1, runs) - up - down) + _PER_CASE_BREAK * up
 
 
 def estimate_tokens(text: str | bytes, kind: str = "text") -> int:
