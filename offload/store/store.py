@@ -32,6 +32,12 @@ ENDED_REASONS = {"expired": "expired", "evicted": "was evicted to keep the store
 _TOUCH_EVERY = dt.timedelta(seconds=60)  # accessed_at is for LRU eviction; a minute's precision is plenty
 
 
+# Content stored ahead of its artifact row (`put_content`) belongs to no artifact until the row comes,
+# a few seconds later at most; gc leaves such content alone this long, so that another process's gc
+# cannot take it in between (SQLite serialises writers; PostgreSQL does not).
+ORPHAN_GRACE = dt.timedelta(minutes=10)
+
+
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
 
@@ -153,7 +159,7 @@ class Store:
         bulk of the write (SQLite writes its log at COMMIT) is done by the time the reference is; the
         `put` of the artifact row that follows finds the content and only adds the row. Until then the
         content belongs to no artifact: it is invisible, and `gc` removes it if the row never comes (a
-        killed process). A `put` whose content was removed meanwhile stores it again.
+        killed process), after ORPHAN_GRACE. A `put` whose content was removed meanwhile stores it again.
         """
         return self._written(
             lambda conn: self._content(conn, sha256) or self._insert_content(conn, data, sha256, item_index, chunks))
@@ -427,12 +433,16 @@ class Store:
         with self._write() as conn:
             expired = conn.execute(sa.select(a.id, a.sha256).where(
                 a.status == ACTIVE, a.pinned == sa.false(), a.expires_at.is_not(None), a.expires_at <= now)).all()
+            orphan_shas = []
             if expired:
                 self._end(conn, [r.id for r in expired], "expired")
                 report.expired = len(expired)
-            # orphans: contents no active artifact points at (also those left by a crashed writer)
-            orphan_shas = conn.execute(sa.select(contents.c.sha256).where(
-                ~sa.exists().where(a.sha256 == contents.c.sha256))).scalars().all()
+                orphan_shas = [r.sha256 for r in expired]
+            # and contents that no artifact ever came to point at (a writer killed between storing a
+            # result's bytes and its row), once older than the grace that covers a write in progress
+            orphan_shas += conn.execute(sa.select(contents.c.sha256).where(
+                ~sa.exists().where(a.sha256 == contents.c.sha256),
+                contents.c.created_at <= now - ORPHAN_GRACE)).scalars().all()
             removed, freed = self._drop_orphans(conn, orphan_shas)
             report.contents_removed += removed
             report.bytes_freed += freed
