@@ -387,6 +387,39 @@ def test_a_scan_block_of_nothing_but_escaped_quotes_is_indexed_and_stored(sqlite
         assert b"".join(off.store.iter_bytes(ref.sha256)) == data
 
 
+def test_postgresql_gc_dropping_content_and_a_put_reusing_it_never_leave_an_artifact_without_bytes(pg_database):
+    """PostgreSQL lets two writers in at once. A gc that finds content unused and drops it, and a put of
+    the same bytes that finds the content stored and only adds its row, must not interleave: the put
+    would point at bytes that are gone. The put share-locks the content row it reuses, and the drop
+    locks it first, so the put waits, finds the content gone and stores it again."""
+    import threading
+
+    from tests.conftest import pg_schema_url
+
+    url = pg_schema_url(pg_database)
+    dropping, reusing = _store(url), _store(url)
+    data = b"shared bytes\n" * 5000
+    sha = hashlib.sha256(data).hexdigest()
+    first = _put(dropping, data)
+    result: dict = {}
+    with dropping._write() as conn:  # a gc's transaction, held open mid-way
+        dropping._end(conn, [first], "expired")
+        assert dropping._drop_orphans(conn, [sha])[0] == 1
+
+        def put_same_bytes():
+            result["id"] = _put(reusing, data)
+
+        writer = threading.Thread(target=put_same_bytes)
+        writer.start()
+        writer.join(timeout=1.5)  # time enough to finish, were it not waiting for the gc
+    writer.join(timeout=30)
+    assert not writer.is_alive() and "id" in result
+    assert b"".join(reusing.iter_bytes(reusing.get(result["id"], "")["sha256"])) == data
+    assert reusing.verify() == []
+    dropping.close()
+    reusing.close()
+
+
 def test_put_takes_its_row_and_item_index_late_and_skips_the_index_for_known_content(store_url):
     store = _store(store_url)
     data = b'[{"a": 1}, {"a": 2}, {"a": 3}]'

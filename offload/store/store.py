@@ -139,7 +139,8 @@ class Store:
         caller has them.
         """
         def write(conn: Connection) -> ContentInfo:
-            info = self._content(conn, sha256) or self._insert_content(conn, data, sha256, item_index, chunks)
+            info = (self._content(conn, sha256, to_use=True)
+                    or self._insert_content(conn, data, sha256, item_index, chunks))
             given = row() if callable(row) else row
             now = utcnow()
             full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
@@ -237,8 +238,15 @@ class Store:
 
     # -- reading metadata -------------------------------------------------------------------
 
-    def _content(self, conn: Connection, sha256: str) -> ContentInfo | None:
-        row = conn.execute(sa.select(contents).where(contents.c.sha256 == sha256)).mappings().first()
+    def _content(self, conn: Connection, sha256: str, *, to_use: bool = False) -> ContentInfo | None:
+        """The stored content `sha256`, if any. `to_use`: the caller is about to point an artifact at it,
+        so on PostgreSQL the row is share-locked until the caller commits, and a gc dropping it (which
+        locks it first, see `_drop_orphans`) either finishes before, and this finds nothing, or waits
+        and then finds it used. SQLite and DuckDB let one writer at a time in."""
+        query = sa.select(contents).where(contents.c.sha256 == sha256)
+        if to_use and conn.dialect.name == "postgresql":
+            query = query.with_for_update(read=True)
+        row = conn.execute(query).mappings().first()
         if row is None:
             return None
         return ContentInfo(row["sha256"], row["bytes"], row["chars"], row["lines"], row["chunk_count"],
@@ -413,7 +421,9 @@ class Store:
 
     def _drop_orphans(self, conn: Connection, shas: Iterable[str | None]) -> tuple[int, int]:
         removed = freed = 0
-        for sha in {s for s in shas if s}:
+        for sha in sorted({s for s in shas if s}):  # one order for every writer: no lock cycles
+            if conn.dialect.name == "postgresql":  # see `_content(to_use=True)`
+                conn.execute(sa.select(contents.c.sha256).where(contents.c.sha256 == sha).with_for_update())
             used = conn.execute(sa.select(artifacts.c.id).where(artifacts.c.sha256 == sha).limit(1)).first()
             if used is not None:
                 continue
