@@ -8,6 +8,7 @@ it stays above 90% of both on the content offload sees and is typically 15-40% a
 from __future__ import annotations
 
 import functools
+from itertools import groupby
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -26,8 +27,9 @@ KINDS = ("json", "ndjson", "csv", "grep", "shell", "text", "binary")
 # CSV result is priced by the digits, runs and scripts it holds, so a mislabelled result stays safe.
 # Outside the guarantee (measured in the benchmark's "out" rows): lists of rare names and the Latin-script
 # languages cl100k splits finely (Basque, Welsh, Finnish...: down to 0.74 of cl100k, 0.80 of o200k),
-# dense runs of rare symbols, long runs of one repeated mark ("{{{{", "((((", "abab..."), and random
-# characters, which tokenize byte by byte.
+# dense runs of rare symbols, two classes taking turns character by character ("!a!a", "é é "), long
+# runs of one class in texts over 1 MiB (see _LONG_EXTRA), and random characters, which tokenize
+# byte by byte.
 _UNIT = 64
 _PER_RUN = 0.63
 _PER_CASE_BREAK = 1.55
@@ -56,6 +58,20 @@ _NON_ASCII_WEIGHT = [
     (0xEF, 0xEF, 1.5625, "private use, fullwidth forms, U+FFFD"),
     (0xF0, 0xF4, 3.0, "emoji and other characters beyond U+FFFF"),
 ]
+# Long runs of one class. A run is priced as a word, but a long run of one class is not one: "[[[[",
+# "abab…", "DDDD", "éééé" tokenize at 1-2 characters a token, 2-5x what the run's characters cost.
+# So every character of a run of _LONG_RUN or more (of _LONG_WORD or more letters: a long word costs
+# less) pays the extra that brings it to what those runs measure (0.5 a character for ASCII, 1.0 for
+# Latin-1 letters), plus 5%. Letters repeating in a pattern ("xyxy") shorter than that stay under. Long separators ("-----", "=====") tokenize cheaply and are overcounted;
+# that is safe. Scripts written without spaces (CJK) are runs of one class by nature and their own
+# price per character already covers them.
+# Looking for them costs a third more time, so texts over _LONG_RUNS_UP_TO are priced without: 1 MiB
+# is over 65,536 tokens even at the estimate's densest (see `surely_over`), far over every default
+# budget, so such an estimate is shown (the size of a stored result) far more often than it decides.
+_LONG_RUN, _LONG_WORD = 9, 17
+_LONG_RUNS_UP_TO = 1 << 20
+_LONG_EXTRA = {"punct": 0.525 - 14 / 64, "lower": 0.525 - 6 / 64, "upper": 0.525 - 15 / 64,
+               "latin-1 letters": 1.05 - 32 / 64}
 # Binary is never tokenized: it is priced as its base64 text would be (measured 0.91-0.96 per byte).
 _BINARY_PER_BYTE = 1.0
 _CHUNK = 1 << 16  # characters of a str per pass: arrays stay in cache, and a uint32 sum cannot overflow
@@ -77,6 +93,10 @@ def _code_table() -> bytes:
 
 
 _CODES = _code_table()
+_PUNCT, _LOWER, _UPPER = _ASCII_CODES["punct"], _ASCII_CODES["lower"], _ASCII_CODES["upper"]
+_LATIN1_LETTERS = _CODES[0xC3]
+_EXTRA_OF = {_PUNCT: _LONG_EXTRA["punct"], _LOWER: _LONG_EXTRA["lower"], _UPPER: _LONG_EXTRA["upper"],
+             _LATIN1_LETTERS: _LONG_EXTRA["latin-1 letters"]}
 # The most bytes one estimated token can stand for: the cheapest character, a space, costs 4/_UNIT of a
 # token, and every other costs more per UTF-8 byte. A text longer than this many bytes per token of a
 # limit is surely over it, without estimating (`surely_over`).
@@ -84,20 +104,61 @@ MAX_BYTES_PER_TOKEN = _UNIT // min(code for byte, code in enumerate(_CODES) if c
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))  # deleted, so that every character leaves one code
 
 
-def _estimate_piece(encoded: bytes) -> float:
-    """The estimate of UTF-8 bytes (a character split at either end still counts once, by its lead byte)."""
+def _estimate_piece(encoded: bytes, long_runs: bool = True) -> float:
+    """The estimate of UTF-8 bytes (a character split at either end still counts once, by its lead byte);
+    `long_runs`: with the extra of long runs (see _LONG_RUNS_UP_TO)."""
     if len(encoded) < _SHORT:
         return _estimate_short(encoded.translate(_CODES, _CONTINUATION_BYTES))
     codes = np.frombuffer(encoded.translate(_CODES, _CONTINUATION_BYTES), np.uint8)
     steps = codes[1:] - codes[:-1]  # uint8: wraps around, which the case test below allows for
     case_breaks = np.count_nonzero(steps == _CASE_STEP)
     runs = 1 + np.count_nonzero(steps) - case_breaks - np.count_nonzero(steps == 256 - _CASE_STEP)
-    return int(codes.sum(dtype=np.uint32)) / _UNIT + _PER_RUN * runs + _PER_CASE_BREAK * case_breaks
+    return (int(codes.sum(dtype=np.uint32)) / _UNIT + _PER_RUN * runs + _PER_CASE_BREAK * case_breaks
+            + (_long_runs(codes, steps) if long_runs else 0.0))
+
+
+def _long_runs(codes: np.ndarray, steps: np.ndarray) -> float:
+    """The extra of long runs (see _LONG_EXTRA). A window of _LONG_RUN equal codes is found by ANDing
+    shifted copies of "equal to the next"; two such windows _LONG_WORD - _LONG_RUN apart make one of
+    _LONG_WORD."""
+    same = steps == 0
+    for shift in (1, 2, 4):  # windows of 2, 3, 5, then 9 equal codes
+        same = same[shift:] & same[:-shift]
+    if not same.any():
+        return 0.0
+    at = np.flatnonzero(same)  # few: inside indentation, separators, long words
+    reach = _LONG_WORD - _LONG_RUN
+    inner = at[at + reach < len(same)]
+    return (_run_extra(codes, at, _LONG_RUN, (_PUNCT, _LATIN1_LETTERS))
+            + _run_extra(codes, inner[same[inner + reach]], _LONG_WORD, (_LOWER, _UPPER)))
+
+
+def _run_extra(codes: np.ndarray, windows: np.ndarray, length: int, classes: tuple[int, ...]) -> float:
+    """The extra of the runs of `classes` that hold windows of `length` equal codes (their starts, in
+    order): a run of R codes holds R - length + 1 windows, consecutive, and pays for all R codes."""
+    if not len(windows):
+        return 0.0
+    firsts = windows[np.diff(windows, prepend=-2) != 1]
+    per_window = np.bincount(codes[windows], minlength=256)
+    per_run = np.bincount(codes[firsts], minlength=256)
+    return float(sum((per_window[code] + (length - 1) * per_run[code]) * _EXTRA_OF[code] for code in classes))
+
+
+def _long_runs_short(codes: bytes) -> float:
+    """`_long_runs` of a short text's codes, run by run."""
+    extra = 0.0
+    for code, run in groupby(codes):
+        if code in _EXTRA_OF:
+            size = sum(1 for _ in run)
+            if size >= (_LONG_WORD if code in (_LOWER, _UPPER) else _LONG_RUN):
+                extra += size * _EXTRA_OF[code]
+    return extra
 
 
 _SHORT = 2048  # bytes: below this, C built-ins on bytes beat numpy's per-call cost (previews count line by line)
 _CASE_UP = bytes([_ASCII_CODES["lower"], _ASCII_CODES["upper"]])
 _CASE_DOWN = _CASE_UP[::-1]
+_LONG_EQUAL = bytes(_LONG_RUN - 1)  # that many equal neighbours in a row: a run of _LONG_RUN codes
 
 
 def _estimate_short(codes: bytes) -> float:
@@ -112,11 +173,14 @@ def _estimate_short(codes: bytes) -> float:
     """
     up, down = codes.count(_CASE_UP), codes.count(_CASE_DOWN)
     size = len(codes)
-    runs = size
+    runs, extra = size, 0.0
     if size > 1:
         changes = int.from_bytes(codes[1:], "big") ^ int.from_bytes(codes[:-1], "big")
-        runs -= changes.to_bytes(size - 1, "big").count(0)
-    return sum(codes) / _UNIT + _PER_RUN * (max(1, runs) - up - down) + _PER_CASE_BREAK * up
+        equal = changes.to_bytes(size - 1, "big")  # a zero byte: a code equal to the one before it
+        runs -= equal.count(0)
+        if _LONG_EQUAL in equal:
+            extra = _long_runs_short(codes)
+    return sum(codes) / _UNIT + _PER_RUN * (max(1, runs) - up - down) + _PER_CASE_BREAK * up + extra
 
 
 def estimate_tokens(text: str | bytes, kind: str = "text") -> int:
@@ -130,18 +194,22 @@ def estimate_tokens(text: str | bytes, kind: str = "text") -> int:
     if kind == "binary":
         size = len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else len(text)
         return round(size * _BINARY_PER_BYTE)
+    long_runs = len(text) <= _LONG_RUNS_UP_TO
     if isinstance(text, str):
-        total = sum(_estimate_piece(text[start:start + _CHUNK].encode("utf-8", "surrogatepass"))
+        total = sum(_estimate_piece(text[start:start + _CHUNK].encode("utf-8", "surrogatepass"), long_runs)
                     for start in range(0, len(text), _CHUNK))
     else:
-        total = sum(_estimate_utf8(_valid_utf8(piece)) for piece in pieces(bytes(text)))
+        total = sum(_estimate_utf8(_valid_utf8(piece), long_runs) for piece in pieces(bytes(text)))
     return _rounded(total)
 
 
 def estimate_chunks(chunks: Iterable[Any]) -> int:
     """`estimate_tokens` of stored chunks (`.data` and `.bad`, the count of invalid UTF-8 bytes) without
     decoding the valid ones: the offloader has already checked every chunk while cutting it."""
-    return _rounded(sum(_estimate_utf8(bytes(chunk.data) if not chunk.bad else _valid_utf8(bytes(chunk.data)))
+    chunks = list(chunks)
+    long_runs = sum(len(chunk.data) for chunk in chunks) <= _LONG_RUNS_UP_TO
+    return _rounded(sum(_estimate_utf8(bytes(chunk.data) if not chunk.bad else _valid_utf8(bytes(chunk.data)),
+                                       long_runs)
                         for chunk in chunks))
 
 
@@ -149,8 +217,8 @@ def _rounded(total: float) -> int:
     return int(total) + 2 if total else 0  # round up, plus a token of slack that only matters for short texts
 
 
-def _estimate_utf8(encoded: bytes) -> float:
-    return sum(_estimate_piece(encoded[start:start + _BYTES]) for start in range(0, len(encoded), _BYTES))
+def _estimate_utf8(encoded: bytes, long_runs: bool = True) -> float:
+    return sum(_estimate_piece(encoded[start:start + _BYTES], long_runs) for start in range(0, len(encoded), _BYTES))
 
 
 def _valid_utf8(piece: bytes) -> bytes:

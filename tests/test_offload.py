@@ -655,11 +655,9 @@ def test_expired_says_expired_even_after_gc_and_pins_keep(store_url):
         assert [r["id"] for r in off.list()[0]] == [pinned.artifact_id]
 
 
-# -- bugs found here in code owned elsewhere (strict xfail: they fail today, and flag when fixed) -----
+# -- long runs of one character class (runs of brackets, 'é', 'abab' were undercounted 2-5x) --------
 
 
-@pytest.mark.xfail(strict=True, reason="offload/tokens.py: estimate_tokens undercounts runs of one character "
-                   "(brackets, 'é', 'abab' under cl100k) 2-5x, below its promised -10%")
 @pytest.mark.parametrize("text", ["[" * 2000, "]" * 2000, "é" * 2000, "ab" * 1000])
 def test_token_estimate_is_within_10_percent_of_real_tokenizers_on_repetitive_text(text):
     from offload.tokens import estimate_tokens, exact_tokenizer
@@ -668,8 +666,6 @@ def test_token_estimate_is_within_10_percent_of_real_tokenizers_on_repetitive_te
     assert estimate_tokens(text) >= 0.9 * real
 
 
-@pytest.mark.xfail(strict=True, reason="offload/tokens.py: the undercounted estimate lets a result twice over "
-                   "its tool's budget (by the real tokenizer) into the context unchanged")
 def test_a_result_over_budget_by_the_real_count_is_not_passed_through(sqlite_url, real_count):
     off = Offloader(sqlite_url)
     deep = "[" * 8000 + "]" * 8000  # JSON nested 8,000 deep: 8,000 real tokens against grep's 4,000

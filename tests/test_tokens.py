@@ -469,12 +469,15 @@ def test_the_short_text_path_gives_the_numpy_figure_exactly():
         steps = codes[1:] - codes[:-1]
         up = np.count_nonzero(steps == tokens._CASE_STEP)
         runs = 1 + np.count_nonzero(steps) - up - np.count_nonzero(steps == 256 - tokens._CASE_STEP)
-        return int(codes.sum(dtype=np.uint32)) / tokens._UNIT + tokens._PER_RUN * runs + tokens._PER_CASE_BREAK * up
+        return (int(codes.sum(dtype=np.uint32)) / tokens._UNIT + tokens._PER_RUN * runs
+                + tokens._PER_CASE_BREAK * up + tokens._long_runs(codes, steps))
 
     rng = random.Random(3)
     alphabet = "aAbZq 0 9\n\t.,{}é中😀—\ufffd"
     samples = [b"\x80\x80", "camelCaseWordsAndMORE".encode()]
     samples += ["".join(rng.choice(alphabet) for _ in range(n)).encode() for n in range(1, 700, 2)]
+    runs_of = ["[", "a", "B", "é", " ", "-", "1"]  # long runs: some priced extra, some not
+    samples += ["".join(rng.choice(runs_of) * rng.randrange(1, 40) for _ in range(n)).encode() for n in range(1, 60)]
     for encoded in samples:
         assert len(encoded) < tokens._SHORT
         assert tokens._estimate_piece(encoded) == pytest.approx(with_numpy(encoded), abs=1e-9)
@@ -490,3 +493,16 @@ def test_no_text_estimates_below_its_bytes_per_token_floor(data):
     for limit in {0, 1, len(data) // MAX_BYTES_PER_TOKEN - 1, len(data) // MAX_BYTES_PER_TOKEN}:
         if surely_over(len(data), limit):
             assert estimate > limit
+
+
+@pytest.mark.parametrize("run", ["[", "]", "{", "}", '"', "'", "&", "`", "(", "|", "é", "ü", "D", "Q", "ab", "xy",
+                                 "DE", "{}", "[]", "éü"])
+def test_long_runs_of_one_class_are_never_more_than_10_percent_below_either_tokenizer(run):
+    """A run is priced as a word; a long run of one class is not a word and tokenizes at 1-2 characters
+    a token. From 9 characters (17 letters: shorter ones are priced as words) all of them pay more."""
+    letters = run.isalpha() and run.isascii()
+    for length in (17, 40, 200, 3000) if letters else (8, 9, 16, 40, 200, 3000):
+        text = (run * length)[: len(run) * length]
+        for piece in (text, f"some words first, then {text} and after"):
+            real = max(O200K(piece), CL100K(piece))
+            assert estimate_tokens(piece) >= 0.9 * real - 2, (run, length)
