@@ -62,9 +62,10 @@ _NON_ASCII_WEIGHT = [
 # "abab…", "DDDD", "éééé" tokenize at 1-2 characters a token, 2-5x what the run's characters cost.
 # So every character of a run of _LONG_RUN or more (of _LONG_WORD or more letters: a long word costs
 # less) pays the extra that brings it to what those runs measure (0.5 a character for ASCII, 1.0 for
-# Latin-1 letters), plus 5%. Letters repeating in a pattern ("xyxy") shorter than that stay under. Long separators ("-----", "=====") tokenize cheaply and are overcounted;
-# that is safe. Scripts written without spaces (CJK) are runs of one class by nature and their own
-# price per character already covers them.
+# Latin-1 letters), plus 5%. Letters repeating in a pattern ("xyxy") shorter than that stay under.
+# Long separators ("-----", "=====") tokenize cheaply and are overcounted; that is safe. Scripts
+# written without spaces (CJK) are runs of one class by nature, and their price per character covers
+# them already.
 # Looking for them costs a third more time, so texts over _LONG_RUNS_UP_TO are priced without: 1 MiB
 # is over 65,536 tokens even at the estimate's densest (see `surely_over`), far over every default
 # budget, so such an estimate is shown (the size of a stored result) far more often than it decides.
@@ -108,7 +109,7 @@ def _estimate_piece(encoded: bytes, long_runs: bool = True) -> float:
     """The estimate of UTF-8 bytes (a character split at either end still counts once, by its lead byte);
     `long_runs`: with the extra of long runs (see _LONG_RUNS_UP_TO)."""
     if len(encoded) < _SHORT:
-        return _estimate_short(encoded.translate(_CODES, _CONTINUATION_BYTES))
+        return _estimate_short(encoded.translate(_CODES, _CONTINUATION_BYTES), long_runs)
     codes = np.frombuffer(encoded.translate(_CODES, _CONTINUATION_BYTES), np.uint8)
     steps = codes[1:] - codes[:-1]  # uint8: wraps around, which the case test below allows for
     case_breaks = np.count_nonzero(steps == _CASE_STEP)
@@ -161,7 +162,7 @@ _CASE_DOWN = _CASE_UP[::-1]
 _LONG_EQUAL = bytes(_LONG_RUN - 1)  # that many equal neighbours in a row: a run of _LONG_RUN codes
 
 
-def _estimate_short(codes: bytes) -> float:
+def _estimate_short(codes: bytes, long_runs: bool = True) -> float:
     """`_estimate_piece` of a short text's codes, the same figure without numpy.
 
     A run is a group of equal codes: every code but the first starts one unless it equals the code
@@ -178,7 +179,7 @@ def _estimate_short(codes: bytes) -> float:
         changes = int.from_bytes(codes[1:], "big") ^ int.from_bytes(codes[:-1], "big")
         equal = changes.to_bytes(size - 1, "big")  # a zero byte: a code equal to the one before it
         runs -= equal.count(0)
-        if _LONG_EQUAL in equal:
+        if long_runs and _LONG_EQUAL in equal:
             extra = _long_runs_short(codes)
     return sum(codes) / _UNIT + _PER_RUN * (max(1, runs) - up - down) + _PER_CASE_BREAK * up + extra
 
