@@ -28,7 +28,7 @@ KINDS = ("json", "ndjson", "csv", "grep", "shell", "text", "binary")
 # Outside the guarantee (measured in the benchmark's "out" rows): lists of rare names and the Latin-script
 # languages cl100k splits finely (Basque, Welsh, Finnish...: down to 0.74 of cl100k, 0.80 of o200k),
 # dense runs of rare symbols, two classes taking turns character by character ("!a!a", "é é "), long
-# runs of one class in texts over 1 MiB (see _LONG_EXTRA), and random characters, which tokenize
+# runs of one class in texts over 256 KiB (see _LONG_EXTRA), and random characters, which tokenize
 # byte by byte.
 _UNIT = 64
 _PER_RUN = 0.63
@@ -66,11 +66,12 @@ _NON_ASCII_WEIGHT = [
 # Long separators ("-----", "=====") tokenize cheaply and are overcounted; that is safe. Scripts
 # written without spaces (CJK) are runs of one class by nature, and their price per character covers
 # them already.
-# Looking for them costs a third more time, so texts over _LONG_RUNS_UP_TO are priced without: 1 MiB
-# is over 65,536 tokens even at the estimate's densest (see `surely_over`), far over every default
-# budget, so such an estimate is shown (the size of a stored result) far more often than it decides.
+# Looking for them costs up to 0.8 ms a MB (it nearly doubles the estimate of indented code), so texts
+# over _LONG_RUNS_UP_TO are priced without: 256 KiB is over 16,384 tokens even at the estimate's
+# densest (see `surely_over`), twice the largest default budget, so for such a text the estimate is
+# the size shown for a stored result far more often than what decides whether it fits.
 _LONG_RUN, _LONG_WORD = 9, 17
-_LONG_RUNS_UP_TO = 1 << 20
+_LONG_RUNS_UP_TO = 256 << 10
 _LONG_EXTRA = {"punct": 0.525 - 14 / 64, "lower": 0.525 - 6 / 64, "upper": 0.525 - 15 / 64,
                "latin-1 letters": 1.05 - 32 / 64}
 # Binary is never tokenized: it is priced as its base64 text would be (measured 0.91-0.96 per byte).
