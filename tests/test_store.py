@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
@@ -16,7 +17,12 @@ import sqlalchemy as sa
 from offload.errors import ArtifactExpired, ArtifactNotFound, StoreLocked
 from offload.store import Store, new_id, open_engine, utcnow
 from offload.store.chunking import CHUNK_SIZE, json_item_index, ndjson_item_index
-from offload.store.engines import current_revision, head_revision, init_project, resolve_url
+from offload.store.engines import (
+    current_revision,
+    head_revision,
+    init_project,
+    resolve_url,
+)
 from offload.store.store import ORPHAN_GRACE
 
 
@@ -420,16 +426,22 @@ def test_postgresql_gc_dropping_content_and_a_put_reusing_it_never_leave_an_arti
     reusing.close()
 
 
-def test_put_takes_its_row_and_item_index_late_and_skips_the_index_for_known_content(store_url):
-    store = _store(store_url)
-    data = b'[{"a": 1}, {"a": 2}, {"a": 3}]'
-    sha = hashlib.sha256(data).hexdigest()
-    asked = []
+def _counted_index(data: bytes) -> tuple[Callable[[], object], list[bool]]:
+    """An item index given late (a callable, as the offloader gives it), and a list of its calls."""
+    asked: list[bool] = []
 
     def index():
         asked.append(True)
         return json_item_index(data)
 
+    return index, asked
+
+
+def test_put_takes_its_row_and_item_index_late_and_skips_the_index_for_known_content(store_url):
+    store = _store(store_url)
+    data = b'[{"a": 1}, {"a": 2}, {"a": 3}]'
+    sha = hashlib.sha256(data).hexdigest()
+    index, asked = _counted_index(data)
     first, second = _row(), _row()
     info = store.put(lambda: first, data, sha, item_index=index)
     assert info.items == 3 and asked == [True]
@@ -446,12 +458,7 @@ def test_content_stored_ahead_of_its_row_is_stored_again_if_gc_took_it_meanwhile
     store = _store(store_url)
     data = b'[{"a": 1}, {"a": 2}, {"a": 3}]'
     sha = hashlib.sha256(data).hexdigest()
-    asked = []
-
-    def index():
-        asked.append(True)
-        return json_item_index(data)
-
+    index, asked = _counted_index(data)
     assert store.put_content(data, sha, item_index=index).items == 3 and store.has_content(sha)
     row = _row(kind="json")
     store.put(row, data, sha, item_index=index)  # the content is there: only the row is added
