@@ -17,12 +17,7 @@ import sqlalchemy as sa
 from offload.errors import ArtifactExpired, ArtifactNotFound, StoreLocked
 from offload.store import Store, new_id, open_engine, utcnow
 from offload.store.chunking import CHUNK_SIZE, json_item_index, ndjson_item_index
-from offload.store.engines import (
-    current_revision,
-    head_revision,
-    init_project,
-    resolve_url,
-)
+from offload.store.engines import current_revision, head_revision, init_project, resolve_url
 from offload.store.store import ORPHAN_GRACE
 
 
