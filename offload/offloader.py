@@ -444,7 +444,8 @@ class Offloader:
 
 
 class _PendingWrite:
-    """The store write of one result's bytes, on a worker thread while the caller builds its reference.
+    """The store write of one result's bytes, on a worker thread while the caller builds its reference
+    (from _WRITE_ASIDE; a smaller result is written whole, row and bytes in one transaction, by `finish`).
 
     The database writes without the GIL, so this overlaps the preview, which is Python. The thread
     writes the chunks, takes what the content is once the caller has detected it (for the JSON item
