@@ -8,7 +8,7 @@ it stays above 90% of both on the content offload sees and is typically 15-40% a
 from __future__ import annotations
 
 import functools
-from itertools import groupby
+import re
 from typing import Any, Callable, Iterable
 
 import numpy as np
@@ -99,6 +99,9 @@ _PUNCT, _LOWER, _UPPER = _ASCII_CODES["punct"], _ASCII_CODES["lower"], _ASCII_CO
 _LATIN1_LETTERS = _CODES[0xC3]
 _EXTRA_OF = {_PUNCT: _LONG_EXTRA["punct"], _LOWER: _LONG_EXTRA["lower"], _UPPER: _LONG_EXTRA["upper"],
              _LATIN1_LETTERS: _LONG_EXTRA["latin-1 letters"]}
+_LONG_OF = {code: _LONG_WORD if code in (_LOWER, _UPPER) else _LONG_RUN for code in _EXTRA_OF}
+_LONG_RUNS = re.compile(b"|".join(re.escape(bytes([code])) + b"{%d,}" % n for code, n in _LONG_OF.items()))
+_LONG_NEEDLES = tuple(bytes([code]) * n for code, n in _LONG_OF.items())
 # The most bytes one estimated token can stand for: the cheapest character, a space, costs 4/_UNIT of a
 # token, and every other costs more per UTF-8 byte. A text longer than this many bytes per token of a
 # limit is surely over it, without estimating (`surely_over`).
@@ -147,14 +150,10 @@ def _run_extra(codes: np.ndarray, windows: np.ndarray, length: int, classes: tup
 
 
 def _long_runs_short(codes: bytes) -> float:
-    """`_long_runs` of a short text's codes, run by run."""
-    extra = 0.0
-    for code, run in groupby(codes):
-        if code in _EXTRA_OF:
-            size = sum(1 for _ in run)
-            if size >= (_LONG_WORD if code in (_LOWER, _UPPER) else _LONG_RUN):
-                extra += size * _EXTRA_OF[code]
-    return extra
+    """`_long_runs` of a short text's codes, found by one regular expression (a Python loop over its
+    runs cost more than the rest of the estimate: lines of indented code have long runs of spaces)."""
+    return sum((match.end() - match.start()) * _EXTRA_OF[codes[match.start()]]
+               for match in _LONG_RUNS.finditer(codes))
 
 
 _SHORT = 2048  # bytes: below this, C built-ins on bytes beat numpy's per-call cost (previews count line by line)
@@ -180,8 +179,8 @@ def _estimate_short(codes: bytes, long_runs: bool = True) -> float:
         changes = int.from_bytes(codes[1:], "big") ^ int.from_bytes(codes[:-1], "big")
         equal = changes.to_bytes(size - 1, "big")  # a zero byte: a code equal to the one before it
         runs -= equal.count(0)
-        if long_runs and _LONG_EQUAL in equal:
-            extra = _long_runs_short(codes)
+        if long_runs and _LONG_EQUAL in equal and any(needle in codes for needle in _LONG_NEEDLES):
+            extra = _long_runs_short(codes)  # rare: the equal neighbours are mostly indentation
     return sum(codes) / _UNIT + _PER_RUN * (max(1, runs) - up - down) + _PER_CASE_BREAK * up + extra
 
 
