@@ -149,8 +149,8 @@ class Offloader:
                 # stored first and whole, so that the reference can name it
                 stderr_ref.artifact_id = new_id("art_")
                 try:
-                    self._store_artifact(stderr_ref.sha256, self._row(stderr_ref, tool + ":stderr", args, session,
-                                                                      None), payload.stderr)
+                    self._quota_retried(self.store.put, self._row(stderr_ref, tool + ":stderr", args, session, None),
+                                        payload.stderr, stderr_ref.sha256)
                     stored_stderr = stderr_ref.artifact_id
                 except Exception as exc:  # noqa: BLE001 - any store failure fails open
                     failure = exc
@@ -225,21 +225,14 @@ class Offloader:
             "expires_at": utcnow() + dt.timedelta(days=ttl) if ttl else None,
         }
 
-    def _store_artifact(self, sha256: str, row: dict, data: bytes,
-                        index: Callable[[], ItemIndex | None] | None = None, chunks: list[Chunk] | None = None) -> None:
+    def _quota_retried(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
+        """A store write, and once more after a gc (expired and least recently used first) when it was
+        over quota."""
         try:
-            self.store.put(row, data, sha256, item_index=index, chunks=chunks)
-        except QuotaExceeded:
-            self.store.gc()  # expired and least recently used first; then one more try
-            self.store.put(row, data, sha256, item_index=index, chunks=chunks)
-
-    def _store_content(self, sha256: str, data: bytes, index: Callable[[], ItemIndex | None],
-                       chunks: list[Chunk]) -> None:
-        try:
-            self.store.put_content(data, sha256, item_index=index, chunks=chunks)
+            write(*args, **kwargs)
         except QuotaExceeded:
             self.store.gc()
-            self.store.put_content(data, sha256, item_index=index, chunks=chunks)
+            write(*args, **kwargs)
 
     # -- decorator --------------------------------------------------------------------------
 
@@ -460,7 +453,8 @@ class _PendingWrite:
         self.detected: Future = Future()
         self.done: Future | None = None
         if len(data) >= _WRITE_ASIDE:
-            self.done = workers.submit(offloader._store_content, sha256, data, self.index, chunks)
+            self.done = workers.submit(offloader._quota_retried, offloader.store.put_content, data, sha256,
+                                       item_index=self.index, chunks=chunks)
 
     def index(self) -> ItemIndex | None:
         return item_index(self.detected.result(), self.data)
@@ -471,7 +465,8 @@ class _PendingWrite:
         if self.done is not None:
             self.done.result()
         try:
-            self.offloader._store_artifact(self.sha256, row, self.data, self.index, self.chunks)
+            self.offloader._quota_retried(self.offloader.store.put, row, self.data, self.sha256,
+                                          item_index=self.index, chunks=self.chunks)
         except BaseException:
             if self.done is not None:
                 self._discard()  # the content written ahead would belong to no artifact

@@ -99,6 +99,8 @@ _PUNCT, _LOWER, _UPPER = _ASCII_CODES["punct"], _ASCII_CODES["lower"], _ASCII_CO
 _LATIN1_LETTERS = _CODES[0xC3]
 _EXTRA_OF = {_PUNCT: _LONG_EXTRA["punct"], _LOWER: _LONG_EXTRA["lower"], _UPPER: _LONG_EXTRA["upper"],
              _LATIN1_LETTERS: _LONG_EXTRA["latin-1 letters"]}
+_EXTRA_TABLE = np.zeros(256)
+_EXTRA_TABLE[list(_EXTRA_OF)] = list(_EXTRA_OF.values())
 _LONG_OF = {code: _LONG_WORD if code in (_LOWER, _UPPER) else _LONG_RUN for code in _EXTRA_OF}
 _LONG_RUNS = re.compile(b"|".join(re.escape(bytes([code])) + b"{%d,}" % n for code, n in _LONG_OF.items()))
 _LONG_NEEDLES = tuple(bytes([code]) * n for code, n in _LONG_OF.items())
@@ -131,22 +133,22 @@ def _long_runs(codes: np.ndarray, steps: np.ndarray) -> float:
         same = same[shift:] & same[:-shift]
     if not same.any():
         return 0.0
-    at = np.flatnonzero(same)  # few: inside indentation, separators, long words
+    at = np.flatnonzero(same)  # few, and mostly indentation and long words, which pay nothing here
+    code = codes[at]
+    marks = at[(code == _PUNCT) | (code == _LATIN1_LETTERS)]
+    letters = at[(code == _LOWER) | (code == _UPPER)]
     reach = _LONG_WORD - _LONG_RUN
-    inner = at[at + reach < len(same)]
-    return (_run_extra(codes, at, _LONG_RUN, (_PUNCT, _LATIN1_LETTERS))
-            + _run_extra(codes, inner[same[inner + reach]], _LONG_WORD, (_LOWER, _UPPER)))
+    letters = letters[letters + reach < len(same)]
+    return _run_extra(codes, marks, _LONG_RUN) + _run_extra(codes, letters[same[letters + reach]], _LONG_WORD)
 
 
-def _run_extra(codes: np.ndarray, windows: np.ndarray, length: int, classes: tuple[int, ...]) -> float:
-    """The extra of the runs of `classes` that hold windows of `length` equal codes (their starts, in
-    order): a run of R codes holds R - length + 1 windows, consecutive, and pays for all R codes."""
+def _run_extra(codes: np.ndarray, windows: np.ndarray, length: int) -> float:
+    """The extra of the runs that hold `windows` (their starts, in order) of `length` equal codes: a
+    run of R codes holds R - length + 1 windows, consecutive, and pays for all R codes."""
     if not len(windows):
         return 0.0
     firsts = windows[np.diff(windows, prepend=-2) != 1]
-    per_window = np.bincount(codes[windows], minlength=256)
-    per_run = np.bincount(codes[firsts], minlength=256)
-    return float(sum((per_window[code] + (length - 1) * per_run[code]) * _EXTRA_OF[code] for code in classes))
+    return float(_EXTRA_TABLE[codes[windows]].sum() + (length - 1) * _EXTRA_TABLE[codes[firsts]].sum())
 
 
 def _long_runs_short(codes: bytes) -> float:

@@ -168,7 +168,7 @@ def _sqlite_events(engine: Engine, busy_timeout: float) -> None:
 # store of 576 KiB instead of 72 KiB; 64 KiB gained no more. Stores made before keep their page size.
 SQLITE_PAGE_SIZE = 32 << 10
 WAL_CHECKPOINT_AT = 4 << 20  # bytes logged since the last checkpoint that start the next one
-_COMMIT_LOGS = 16 << 10  # what a commit logs besides content, counted generously (a few 4 KiB pages)
+_COMMIT_LOGS = 4 * SQLITE_PAGE_SIZE  # what a commit logs besides content, counted generously (a few pages)
 WAL_SIZE_LIMIT = 64 << 20  # a reset log is truncated back to this size
 
 
