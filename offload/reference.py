@@ -7,7 +7,7 @@ structured tool results and the API. A reference for a result that could NOT be 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 KIND_LABELS = {
@@ -59,7 +59,10 @@ class Reference:
     # -- structured form --------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        data = asdict(self)
+        """The structured form. Its nested values (shape, extra, notes) are the reference's own, not
+        copies (`dataclasses.asdict` deep-copied the shape on every stored result: ~1 ms); it is for
+        serialising, not for changing."""
+        data = {f.name: getattr(self, f.name) for f in fields(self)}
         data["hints"] = [h["jmespath"] for h in self.hints]
         data["hint_results"] = {h["jmespath"]: h.get("result") for h in self.hints}
         data["tokens_estimated"] = not self.tokens_exact

@@ -152,6 +152,29 @@ def test_quota_refuses_a_put_that_does_not_fit(store_url):
     store.engine.dispose()
 
 
+def test_quota_counts_the_store_seldom_and_exactly_near_the_quota(store_url):
+    """The total is a SUM over every content row: far from the quota a writer adds what it writes to its
+    last count; near it, it counts again and sees what another writer stored meanwhile."""
+    from offload.errors import QuotaExceeded
+
+    store = _store(store_url, quota_bytes=100_000)
+    other = _store(store_url, quota_bytes=100_000)
+    sums: list[str] = []
+    sa.event.listen(store.engine, "before_cursor_execute",
+                    lambda _c, _cur, statement, *_a: sums.append(statement) if "sum(" in statement.lower() else None)
+    _put(store, b"a" * 10_000)
+    _put(store, b"b" * 10_000)
+    _put(store, b"c" * 10_000)
+    assert len(sums) == 1  # counted once, then added to
+    _put(other, b"d" * 55_000)  # another writer: 85,000 stored, which `store` has not counted
+    with pytest.raises(QuotaExceeded, match="146,000 bytes"):
+        _put(store, b"e" * 61_000)  # 91,000 by its own sum: near the quota, so counted again, exactly
+    assert len(sums) == 2
+    assert store.total_bytes() == 85_000  # nothing of the refused put stored
+    store.engine.dispose()
+    other.engine.dispose()
+
+
 def test_verify_reports_altered_bytes(store_url):
     store = _store(store_url)
     good = _put(store, _text(1000))

@@ -275,8 +275,9 @@ def _looks_like_grep(data: bytes, grep_tool: bool) -> bool:
     if not lines:
         return False
     numbered = _GREP_N if grep_tool else _GREP_N_STRICT
-    matches = sum(1 for line in lines if numbered.match(line))
-    context = sum(1 for line in lines if not numbered.match(line) and _GREP_CONTEXT.match(line))
+    others = [line for line in lines if not numbered.match(line)]
+    matches = len(lines) - len(others)
+    context = sum(1 for line in others if _GREP_CONTEXT.match(line))
     # With context lines (-C) a match may be one line in ten.
     if matches >= 0.08 * len(lines) and matches + context >= 0.8 * len(lines):
         return True
