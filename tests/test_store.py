@@ -142,6 +142,42 @@ def test_gc_evicts_least_recently_used_until_under_quota(store_url):
     store.engine.dispose()
 
 
+def test_two_gcs_at_once_expire_and_evict_once(store_url):
+    """Two gcs at the same time (two agents of a fleet on PostgreSQL) end each artifact once and evict
+    only what takes the store over its quota, not that twice."""
+    import threading
+
+    store = _store(store_url)
+    past = utcnow() - dt.timedelta(days=1)
+    expired = [_put(store, f"expired {n}\n".encode() * 2000, expires_at=past) for n in range(4)]
+    live = [_put(store, f"live {n}\n".encode() * 2000) for n in range(6)]
+    size = store.content(store.get(live[0], "", touch=False)["sha256"]).bytes
+    quota = 3 * size + size // 2  # the 3 oldest of the 6 live artifacts must go
+    barrier, reports, errors = threading.Barrier(2), [], []
+
+    def gc() -> None:
+        barrier.wait()
+        try:
+            reports.append(store.gc(quota_bytes=quota))
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=gc) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    assert sum(r.expired for r in reports) == len(expired)
+    assert sum(r.evicted for r in reports) == 3
+    for artifact_id in expired + live[:3]:
+        with pytest.raises(ArtifactExpired):
+            store.get(artifact_id, "")
+    for artifact_id in live[3:]:
+        store.get(artifact_id, "")
+    store.engine.dispose()
+
+
 def test_quota_refuses_a_put_that_does_not_fit(store_url):
     from offload.errors import QuotaExceeded
 

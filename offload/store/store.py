@@ -45,6 +45,12 @@ ORPHAN_GRACE = dt.timedelta(minutes=10)
 # before anyone notices, then only until the next gc; far from the quota it cannot matter.
 QUOTA_RECOUNT_SECONDS = 1.0
 QUOTA_NEAR = 0.9
+_GC_LOCK = 0x6F66_666C_6F61_6467  # PostgreSQL advisory lock key of gc ("offloadg")
+
+
+# Built once: every put looks its content up, and building the expression cost more than running it.
+_CONTENT = sa.select(contents).where(contents.c.sha256 == sa.bindparam("sha256"))
+_CONTENT_TO_USE = _CONTENT.with_for_update(read=True)
 
 
 def utcnow() -> dt.datetime:
@@ -264,10 +270,8 @@ class Store:
         so on PostgreSQL the row is share-locked until the caller commits, and a gc dropping it (which
         locks it first, see `_drop_orphans`) either finishes before, and this finds nothing, or waits
         and then finds it used. SQLite and DuckDB let one writer at a time in."""
-        query = sa.select(contents).where(contents.c.sha256 == sha256)
-        if to_use and conn.dialect.name == "postgresql":
-            query = query.with_for_update(read=True)
-        row = conn.execute(query).mappings().first()
+        query = _CONTENT_TO_USE if to_use and conn.dialect.name == "postgresql" else _CONTENT
+        row = conn.execute(query, {"sha256": sha256}).mappings().first()
         if row is None:
             return None
         return ContentInfo(row["sha256"], row["bytes"], row["chars"], row["lines"], row["chunk_count"],
@@ -436,9 +440,11 @@ class Store:
             self._end(conn, [artifact_id], "deleted")
             self._drop_orphans(conn, [row["sha256"]])
 
-    def _end(self, conn: Connection, ids: list[str], status: str) -> None:
-        conn.execute(artifacts.update().where(artifacts.c.id.in_(ids)).values(
-            status=status, sha256=None, ended_at=utcnow()))
+    def _end(self, conn: Connection, ids: list[str], status: str) -> int:
+        """End the artifacts `ids` that are still active; how many that was (another writer may have
+        ended some first: on PostgreSQL this update waits for it, then skips them)."""
+        return conn.execute(artifacts.update().where(artifacts.c.id.in_(ids), artifacts.c.status == ACTIVE).values(
+            status=status, sha256=None, ended_at=utcnow())).rowcount
 
     def _drop_orphans(self, conn: Connection, shas: Iterable[str | None]) -> tuple[int, int]:
         removed = freed = 0
@@ -462,12 +468,15 @@ class Store:
         report = GcReport()
         a = artifacts.c
         with self._write() as conn:
+            if conn.dialect.name == "postgresql":
+                # one gc at a time (SQLite and DuckDB admit one writer anyway): two would both count
+                # the store over quota from what they saw before the other evicted, and evict twice
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_GC_LOCK)))
             expired = conn.execute(sa.select(a.id, a.sha256).where(
                 a.status == ACTIVE, a.pinned == sa.false(), a.expires_at.is_not(None), a.expires_at <= now)).all()
             orphan_shas = []
             if expired:
-                self._end(conn, [r.id for r in expired], "expired")
-                report.expired = len(expired)
+                report.expired = self._end(conn, [r.id for r in expired], "expired")
                 orphan_shas = [r.sha256 for r in expired]
             # and contents that no artifact ever came to point at (a writer killed between storing a
             # result's bytes and its row), once older than the grace that covers a write in progress
@@ -484,7 +493,8 @@ class Store:
                 for cand in candidates:
                     if total <= quota:
                         break
-                    self._end(conn, [cand.id], "evicted")
+                    if not self._end(conn, [cand.id], "evicted"):
+                        continue  # deleted meanwhile
                     report.evicted += 1
                     removed, freed = self._drop_orphans(conn, [cand.sha256])
                     report.contents_removed += removed
