@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import Iterator
 
 PIECE = 1 << 20
+_DECODED = 1 << 16
 _REPLACEMENT = "\ufffd".encode()
 
 
@@ -38,10 +39,21 @@ def utf8_facts(piece: bytes) -> tuple[int, int]:
     """(characters, invalid bytes) of `piece` decoded as UTF-8 with replacement, without keeping the text.
 
     The invalid bytes are counted without a Python callback per error: every replacement re-encodes to
-    3 bytes and genuine U+FFFD characters round-trip unchanged.
+    3 bytes and genuine U+FFFD characters round-trip unchanged. A piece that is not all ASCII is decoded
+    in parts of _DECODED bytes, cut on character boundaries (so each decodes as it would inside the
+    whole): one non-ASCII character makes the whole part's text 2-4 bytes a character, and a text of a
+    few MB is fresh memory from the system on every call. A 1 MiB chunk of source code with a few
+    non-ASCII characters took 0.6 ms whole and 0.25 ms in parts.
     """
     if piece.isascii():
         return len(piece), 0
+    if len(piece) > _DECODED:
+        chars = bad = 0
+        for part in pieces(piece, _DECODED):
+            part_chars, part_bad = utf8_facts(part)
+            chars += part_chars
+            bad += part_bad
+        return chars, bad
     try:
         return len(piece.decode("utf-8")), 0
     except UnicodeDecodeError:

@@ -252,7 +252,8 @@ class Store:
         with self._used_lock:  # held across the count: a thread holding it is inside its write transaction
             now = time.monotonic()
             known = self._used
-            if known is None or now - known[0] >= QUOTA_RECOUNT_SECONDS or known[1] + size > self.quota_bytes * QUOTA_NEAR:
+            stale = known is None or now - known[0] >= QUOTA_RECOUNT_SECONDS
+            if stale or known[1] + size > self.quota_bytes * QUOTA_NEAR:
                 known = (now, self.total_bytes(conn))
             used = known[1]
             if used + size > self.quota_bytes:
