@@ -7,6 +7,7 @@ in a preview is exact; line numbers are 0-based, as `fetch_slice(unit="lines")` 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -67,7 +68,13 @@ class _Line:
     head_chars: int = 0  # characters shown from the start of a cut line
     tail_chars: int = 0  # characters shown from its end (the last line of the content keeps both ends)
     cut_chars: int = 0  # characters of the line left out of `text`
-    cost: int = 0
+    count: Count | None = field(default=None, repr=False, compare=False)
+
+    @functools.cached_property
+    def cost(self) -> int:
+        """Tokens of `text` and its newline, counted when first asked: a preview reads more lines than it
+        can show (counting them all was a third of a 1 MB log's preview)."""
+        return self.count(self.text) + 1
 
 
 class Lines:
@@ -103,7 +110,7 @@ class Lines:
     def line(self, number: int, start: int, end: int) -> _Line:
         if end > start and self.data[end - 1] == 13:  # the CR of a CRLF: not shown, still counted in bytes
             end -= 1
-        line = _Line(number, start, end)
+        line = _Line(number, start, end, count=self.count)
         raw = self.data[start:end]
         if len(raw) <= self.line_cap:
             line.text = raw.decode("utf-8", "replace")
@@ -115,7 +122,6 @@ class Lines:
             line.text, line.head_chars, line.cut_chars = head, len(head), full_length - len(head)
             if line.cut_chars:
                 line.text += f"…[+{line.cut_chars:,} chars]"
-        line.cost = self.count(line.text) + 1
         return line
 
     def fit(self, line: _Line, tokens: int, both_ends: bool) -> _Line | None:
@@ -129,9 +135,8 @@ class Lines:
                 tail = kept // 3 if both_ends else 0
                 head = kept - tail
                 text = full[:head] + f"…[+{len(full) - kept:,} chars]" + ("…" + full[-tail:] if tail else "")
-            cut = _Line(line.number, line.start, line.end, text, head, tail, len(full) - kept if head else 0)
-            cut.cost = self.count(text) + 1
-            return cut
+            return _Line(line.number, line.start, line.end, text, head, tail, len(full) - kept if head else 0,
+                         self.count)
 
         low, high = 0, min(len(full), max(0, tokens) * 16)
         while low < high:
