@@ -19,6 +19,10 @@ Count = Callable[[str], int]
 
 MAX_HEAD_LINES = 2000
 ERROR_LINES = 5
+# The error scan reads a first part of this size, then parts twice as large up to _SCAN_CHUNK: every
+# keyword is looked for in the whole part, and a keyword the log never says costs a pass over it, so a
+# log whose first errors come early is not read to its end for the keywords it lacks.
+_FIRST_SCAN = 64 << 10
 _SCAN_CHUNK = 8 << 20
 _MAX_ERROR_CANDIDATES = 5000
 # The tail is worth a large share when its last lines say how things ended.
@@ -34,7 +38,6 @@ _TAIL_MATTERS = re.compile(
     re.M,
 )
 _ERROR_WORDS = (b"error", b"exception", b"traceback", b"fatal", b"panic", b"fail")
-_LOWER = bytes.maketrans(b"ABCDEFGHIJKLMNOPQRSTUVWXYZ", b"abcdefghijklmnopqrstuvwxyz")
 _ERROR_LINE = re.compile(
     r"(?i:\b(?:errors?|fatal|panic(?:ked)?|fail(?:ed|ure|ures|s)?|exceptions?|traceback)\b)"
     r"|[a-z](?:Error|Exception)\b"
@@ -268,21 +271,23 @@ def _error_lines(data: bytes, span: tuple[int, int], gap: tuple[int, int],
                  limit: int) -> tuple[list[tuple[int, str]], bool]:
     """The first lines of data[start:end] that report an error, and whether the whole span was searched.
 
-    Keywords are found with C-speed `find` on a lowercased chunk; only candidate lines are decoded
-    and checked with a regular expression (which rejects "0 errors", "error_count" and the like).
+    Keywords are found with C-speed `find` on a lowercased part (see _FIRST_SCAN); only candidate lines
+    are decoded and checked with a regular expression (which rejects "0 errors", "error_count" and the
+    like).
     """
     start, end = span
     found: list[tuple[int, str]] = []
     # Line numbers are counted only up to each line found, so a clean 100 MB log costs no counting.
     number, counted_to = gap[0], start
     candidates = 0
-    position = start
+    position, size = start, _FIRST_SCAN
     while position < end:
-        chunk_end = min(end, position + _SCAN_CHUNK)
+        chunk_end = min(end, position + size)
+        size = min(2 * size, _SCAN_CHUNK)
         if chunk_end < end:
             newline = data.find(b"\n", chunk_end, end)
             chunk_end = end if newline == -1 else newline + 1
-        lowered = data[position:chunk_end].translate(_LOWER)
+        lowered = data[position:chunk_end].lower()  # ASCII letters only, as the keywords are
         next_hit = {word: lowered.find(word) for word in _ERROR_WORDS}
         while True:
             live = [hit for hit in next_hit.values() if hit != -1]
