@@ -213,7 +213,7 @@ class Store:
             chunked = chunk_stream([bytes(data)] if whole else (bytes(b) for b in data), CHUNK_SIZE)
         for chunk in chunked:
             batch.append({"sha256": sha256, "seq": chunk.seq, "byte_start": chunk.byte_start,
-                          "char_start": chunk.char_start, "line_start": chunk.line_start, "data": bytes(chunk.data)})
+                          "char_start": chunk.char_start, "line_start": chunk.line_start, "data": chunk.data})
             if len(batch) == 8:  # executemany in batches of 8 MiB: fewer round trips, bounded memory
                 conn.execute(chunks.insert(), batch)
                 batch = []
