@@ -211,8 +211,7 @@ def estimate_chunks(chunks: Iterable[Any]) -> int:
     decoding the valid ones: the offloader has already checked every chunk while cutting it."""
     chunks = list(chunks)
     long_runs = sum(len(chunk.data) for chunk in chunks) <= _LONG_RUNS_UP_TO
-    return _rounded(sum(_estimate_utf8(bytes(chunk.data) if not chunk.bad else _valid_utf8(bytes(chunk.data)),
-                                       long_runs)
+    return _rounded(sum(_estimate_utf8(chunk.data if not chunk.bad else _valid_utf8(bytes(chunk.data)), long_runs)
                         for chunk in chunks))
 
 
@@ -220,8 +219,10 @@ def _rounded(total: float) -> int:
     return int(total) + 2 if total else 0  # round up, plus a token of slack that only matters for short texts
 
 
-def _estimate_utf8(encoded: bytes, long_runs: bool = True) -> float:
-    return sum(_estimate_piece(encoded[start:start + _BYTES], long_runs) for start in range(0, len(encoded), _BYTES))
+def _estimate_utf8(encoded: bytes | memoryview, long_runs: bool = True) -> float:
+    """`_estimate_piece` over `encoded` in pieces of _BYTES (a chunk's view is copied a piece at a time)."""
+    return sum(_estimate_piece(bytes(encoded[start:start + _BYTES]), long_runs)
+               for start in range(0, len(encoded), _BYTES))
 
 
 def _valid_utf8(piece: bytes) -> bytes:
