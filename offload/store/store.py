@@ -13,6 +13,7 @@ import hashlib
 import secrets
 import threading
 import time
+import zlib
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
@@ -45,7 +46,7 @@ ORPHAN_GRACE = dt.timedelta(minutes=10)
 # before anyone notices, then only until the next gc; far from the quota it cannot matter.
 QUOTA_RECOUNT_SECONDS = 1.0
 QUOTA_NEAR = 0.9
-_GC_LOCK = 0x6F66_666C_6F61_6467  # PostgreSQL advisory lock key of gc ("offloadg")
+_GC_LOCK = zlib.crc32(b"offload-gc")  # PostgreSQL advisory lock key of gc
 
 
 # Built once: every put looks its content up, and building the expression cost more than running it.
