@@ -13,6 +13,8 @@ from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from offload.errors import ArtifactExpired, ArtifactNotFound, StoreLocked
 from offload.store import Store, new_id, open_engine, utcnow
@@ -451,6 +453,33 @@ def test_the_checkpoint_starts_by_what_was_written_not_by_the_log_files_size(sql
         _put(store, b"small %d" % i)
     assert store._checkpointer._thread is not second
     store.close()
+
+
+_json_leaves = st.none() | st.booleans() | st.integers() | st.text(alphabet='ab[]{},:"\\ é\n', max_size=12)
+_json_values = st.recursive(_json_leaves, lambda children: st.lists(children, max_size=5)
+                            | st.dictionaries(st.text(alphabet='k[]{}",\\', max_size=4), children, max_size=4),
+                            max_leaves=25)
+
+
+@settings(max_examples=150, deadline=None)
+@given(doc=st.lists(_json_values, max_size=8) | st.dictionaries(st.text(max_size=3), st.lists(_json_values, max_size=6),
+                                                                   min_size=1, max_size=3),
+       indent=st.sampled_from([None, 1]))
+def test_item_index_ranges_parse_to_the_items_of_the_main_array(doc, indent):
+    """Each indexed range parses to the item the whole document holds at that place: brackets, commas
+    and escaped quotes inside strings, nested arrays and objects, whitespace around items."""
+    import json
+
+    data = json.dumps(doc, indent=indent, ensure_ascii=False).encode()
+    index = json_item_index(data)
+    if isinstance(doc, list):
+        assert index is not None and index.path == ""
+        items = doc
+    else:
+        assert index is not None
+        items = doc[json.loads(index.path) if index.path.startswith('"') else index.path]
+        assert len(items) == max(len(v) for v in doc.values())
+    assert [json.loads(data[s:e]) for s, e in zip(index.starts.tolist(), index.ends.tolist())] == items
 
 
 def test_a_scan_block_of_nothing_but_escaped_quotes_is_indexed_and_stored(sqlite_url):

@@ -258,10 +258,12 @@ def json_item_index(data: bytes) -> ItemIndex | None:
     if first not in (b"[", b"{"):
         return None
     try:
-        pos, vals, depth = _shallow_structure(data, 2)
         if first == b"[":
+            # the items sit at depth 1: what lies deeper (the fields of every item) is not kept
+            pos, vals, depth = _shallow_structure(data, 1)
             starts, ends = _items_between(pos, vals, depth, data, 0, 1)
             return ItemIndex("", starts, ends)
+        pos, vals, depth = _shallow_structure(data, 2)
         best: ItemIndex | None = None
         for open_i in np.flatnonzero((depth == 1) & (vals == ord("["))):
             key = _key_before(data, int(pos[open_i]))
