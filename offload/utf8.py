@@ -15,13 +15,18 @@ _REPLACEMENT = "\ufffd".encode()
 
 
 def char_boundary(buf: bytes | memoryview, end: int) -> int:
-    """`end`, moved back over at most 3 UTF-8 continuation bytes (10xxxxxx) so no character is split."""
+    """`end`, moved back over at most 3 UTF-8 continuation bytes (10xxxxxx) so no character is split.
+
+    When `end` and the 3 bytes before it are all continuation bytes, no valid character crosses `end`
+    (one has at most 3), and `end` itself is the cut: moving back 4 would split the character those
+    bytes may end, and the pieces would then decode to more characters and more invalid bytes than
+    the whole."""
     if end >= len(buf):
         return len(buf)
     cut = end
-    while cut > end - 4 and cut > 0 and 0x80 <= buf[cut] <= 0xBF:
+    while cut > end - 3 and cut > 0 and 0x80 <= buf[cut] <= 0xBF:
         cut -= 1
-    return cut if cut > 0 else end
+    return cut if cut > 0 and not 0x80 <= buf[cut] <= 0xBF else end
 
 
 def pieces(data: bytes, size: int = PIECE) -> Iterator[bytes]:

@@ -52,6 +52,24 @@ def test_new_store_is_migrated_and_upgrade_is_idempotent(store_url):
     engine.dispose()
 
 
+def test_a_store_migrated_by_a_newer_offload_is_refused_with_what_to_do(sqlite_url):
+    """Installs of two offload versions can share a store (the per-user one): the older one must say a
+    newer one migrated it, not fail inside Alembic, and must not touch it."""
+    from offload.errors import StoreError
+
+    store = _store(sqlite_url)
+    artifact_id = _put(store, b"kept\n" * 100)
+    with store.engine.begin() as conn:
+        conn.exec_driver_sql("UPDATE alembic_version SET version_num = 'f00d'")
+    store.engine.dispose()
+    with pytest.raises(StoreError, match="revision f00d.*newer offload migrated it.*Upgrade offload"):
+        open_engine(sqlite_url)
+    engine = open_engine(sqlite_url, migrate=False)
+    assert current_revision(engine) == "f00d"
+    assert Store(engine).get(artifact_id, "")["bytes"] == 500
+    engine.dispose()
+
+
 def test_postgresql_stores_chunks_with_lz4_when_the_server_has_it(pg_database):
     """pglz compressed 50 MB of grep output at ~50 MB a second; lz4 in a fifth of the time (migration 0002)."""
     from conftest import pg_schema_url
@@ -211,10 +229,13 @@ def test_quota_refuses_a_put_that_does_not_fit(store_url):
     store.engine.dispose()
 
 
-def test_quota_counts_the_store_seldom_and_exactly_near_the_quota(store_url):
+def test_quota_counts_the_store_seldom_and_exactly_near_the_quota(store_url, monkeypatch):
     """The total is a SUM over every content row: far from the quota a writer adds what it writes to its
     last count; near it, it counts again and sees what another writer stored meanwhile."""
     from offload.errors import QuotaExceeded
+    from offload.store import store as store_module
+
+    monkeypatch.setattr(store_module, "QUOTA_RECOUNT_SECONDS", 600.0)  # a slow machine: no recount by age
 
     store = _store(store_url, quota_bytes=100_000)
     other = _store(store_url, quota_bytes=100_000)

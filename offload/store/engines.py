@@ -256,6 +256,7 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
         before = current_revision(engine)
         if before == head:
             return before, head
+        _refuse_newer(before, head)
         with engine.connect().execution_options(offload_write=True) as conn:
             with conn.begin():
                 if engine.dialect.name == "postgresql":
@@ -266,6 +267,19 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
                     cfg.attributes["connection"] = conn
                     command.upgrade(cfg, "head")
     return before, head
+
+
+def _refuse_newer(revision: str | None, head: str) -> None:
+    """A store another install of a newer offload has migrated: this version cannot know its schema."""
+    if revision is None:
+        return
+    try:
+        ScriptDirectory.from_config(alembic_config()).get_revision(revision)
+    except Exception:  # noqa: BLE001 - alembic raises several kinds for a revision it does not have
+        raise StoreError(
+            f"The store's schema is at revision {revision}, which this version of offload does not know "
+            f"(it knows up to {head}): a newer offload migrated it. Upgrade offload "
+            "(pip install -U offload) to use this store.") from None
 
 
 def open_engine(url: str | None = None, *, busy_timeout: float = 30.0, migrate: bool = True) -> Engine:

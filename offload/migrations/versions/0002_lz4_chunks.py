@@ -33,6 +33,5 @@ def upgrade() -> None:
 
 
 def downgrade() -> None:
-    bind = op.get_bind()
-    if bind.dialect.name == "postgresql" and _lz4_available(bind):
-        op.execute("ALTER TABLE chunks ALTER COLUMN data SET COMPRESSION pglz")
+    if op.get_bind().dialect.name == "postgresql":  # back to the server's default, as 0001 left it
+        op.execute("ALTER TABLE chunks ALTER COLUMN data SET COMPRESSION DEFAULT")
