@@ -27,7 +27,7 @@ from .store import Store, new_id, open_engine, utcnow
 from . import workers
 from .content import Detected, gc_paused
 from .referencing import ReferenceBuilder, reason
-from .store.chunking import Chunk, ItemIndex, chunk_bytes, json_item_index, ndjson_item_index
+from .store.chunking import ItemIndex, chunk_bytes, json_item_index, ndjson_item_index
 from .tokens import TokenCounter, surely_over
 from .tools.query import QueryRunner
 from .tools.slicing import SliceRequest, Slicer, content_digest
@@ -38,7 +38,7 @@ log = logging.getLogger("offload")
 # while its reference is built. Below, handing work to a thread costs more than it saves: the threads
 # take turns on the GIL every 5 ms, and the work of a 1 MB result takes ~10 ms (measured: 14 -> 13 ms
 # for 1 MB of grep output, 84 -> 65 ms for 1 MB of JSON).
-_HASH_ASIDE = _WRITE_ASIDE = 4 << 20
+_ASIDE = 4 << 20
 
 
 class Offloader:
@@ -154,14 +154,15 @@ class Offloader:
                     stored_stderr = stderr_ref.artifact_id
                 except Exception as exc:  # noqa: BLE001 - any store failure fails open
                     failure = exc
-        # hashing releases the GIL: a large result is hashed on a worker while it is chunked here
-        digest = workers.submit(_sha256, data) if len(data) >= _HASH_ASIDE else None
-        chunks = list(chunk_bytes(data))
-        sha256 = digest.result() if digest is not None else _sha256(data)
-        write = _PendingWrite(self, sha256, data, chunks) if failure is None else None
+        # a large result is hashed, then written, on a worker while it is chunked and referenced here
+        write = _PendingWrite(self, data) if failure is None else None
         try:
-            ref, detected = references.analyse(tool, data, payload, chunks, sha256,
+            chunks = list(chunk_bytes(data))
+            if write is not None:
+                write.chunks.set_result(chunks)
+            ref, detected = references.analyse(tool, data, payload, chunks,
                                                write.detected.set_result if write is not None else None)
+            ref.sha256 = write.sha256() if write is not None else _sha256(data)
             ref.same_as = self._same_result(tool, args, session, ref.sha256)  # named before fitting: it takes room
             if payload.is_shell:
                 ref.kind, ref.exit_code = "shell", payload.exit_code
@@ -438,23 +439,41 @@ class Offloader:
 
 class _PendingWrite:
     """The store write of one result's bytes, on a worker thread while the caller builds its reference
-    (from _WRITE_ASIDE; a smaller result is written whole, row and bytes in one transaction, by `finish`).
+    (from _ASIDE; a smaller result is hashed by the caller and written whole, row and bytes in one
+    transaction, by `finish`).
 
-    The database writes without the GIL, so this overlaps the preview, which is Python. The thread
-    writes the chunks, takes what the content is once the caller has detected it (for the JSON item
-    index, built on this thread too) and commits the content alone (`Store.put_content`); the caller
-    then adds the artifact row in a short transaction of its own (`finish`). `abandon` makes a write
-    still waiting give up, and removes content already written, so nothing is left of a reference that
-    could not be built.
+    hashlib and the database work without the GIL, so this overlaps the chunking and the preview, which
+    are Python. The thread hashes the bytes (as long as a file write of them: the caller does not wait
+    for it before it needs the reference's sha256), writes the chunks the caller has cut, takes what the
+    content is once the caller has detected it (for the JSON item index, built on this thread too) and
+    commits the content alone (`Store.put_content`); the caller then adds the artifact row in a short
+    transaction of its own (`finish`). `abandon` makes a write still waiting give up, and removes
+    content already written, so nothing is left of a reference that could not be built.
     """
 
-    def __init__(self, offloader: Offloader, sha256: str, data: bytes, chunks: list[Chunk]):
-        self.offloader, self.sha256, self.data, self.chunks = offloader, sha256, data, chunks
+    def __init__(self, offloader: Offloader, data: bytes):
+        self.offloader, self.data = offloader, data
+        self.chunks: Future = Future()  # the caller's `chunk_bytes(data)`
         self.detected: Future = Future()
+        self._sha256: Future = Future()
         self.done: Future | None = None
-        if len(data) >= _WRITE_ASIDE:
-            self.done = workers.submit(offloader._quota_retried, offloader.store.put_content, data, sha256,
-                                       item_index=self.index, chunks=chunks)
+        if len(data) >= _ASIDE:
+            self.done = workers.submit(self._hash_then_write)
+        else:
+            self._sha256.set_result(_sha256(data))
+
+    def _hash_then_write(self) -> None:
+        try:
+            sha256 = _sha256(self.data)
+        except BaseException as exc:
+            self._sha256.set_exception(exc)
+            raise
+        self._sha256.set_result(sha256)
+        self.offloader._quota_retried(self.offloader.store.put_content, self.data, sha256,
+                                      item_index=self.index, chunks=self.chunks.result())
+
+    def sha256(self) -> str:
+        return self._sha256.result()
 
     def index(self) -> ItemIndex | None:
         return item_index(self.detected.result(), self.data)
@@ -465,16 +484,17 @@ class _PendingWrite:
         if self.done is not None:
             self.done.result()
         try:
-            self.offloader._quota_retried(self.offloader.store.put, row, self.data, self.sha256,
-                                          item_index=self.index, chunks=self.chunks)
+            self.offloader._quota_retried(self.offloader.store.put, row, self.data, self.sha256(),
+                                          item_index=self.index, chunks=self.chunks.result())
         except BaseException:
             if self.done is not None:
                 self._discard()  # the content written ahead would belong to no artifact
             raise
 
     def abandon(self) -> None:
-        if not self.detected.done():
-            self.detected.set_exception(StoreError("the reference could not be built; nothing was stored"))
+        for waited in (self.chunks, self.detected):
+            if not waited.done():
+                waited.set_exception(StoreError("the reference could not be built; nothing was stored"))
         if self.done is None:
             return
         try:
@@ -485,7 +505,7 @@ class _PendingWrite:
 
     def _discard(self) -> None:
         try:
-            self.offloader.store.discard_content(self.sha256)
+            self.offloader.store.discard_content(self.sha256())
         except Exception as exc:  # noqa: BLE001 - gc removes what is left
             log.debug("content of an unstored result left to gc: %s", exc)
 

@@ -38,10 +38,10 @@ class ReferenceBuilder:
         """Tokens a reference may take by the counter: the estimate may undercount by 10%."""
         return self.reference_tokens if self.counter.exact else int(self.reference_tokens * 0.9)
 
-    def analyse(self, tool: str, data: bytes, payload: Payload | None, chunks: list[Chunk], sha256: str,
+    def analyse(self, tool: str, data: bytes, payload: Payload | None, chunks: list[Chunk],
                 on_detected: Callable[[Detected], None] | None = None) -> tuple[Reference, Detected]:
-        """The reference for `data` with its exact facts (its preview is filled in by `fit`), and what
-        `data` is.
+        """The reference for `data` with its exact facts (its preview is filled in by `fit`, its sha256 by
+        the caller, which may be hashing meanwhile), and what `data` is.
 
         `chunks` (from `chunk_bytes`) carry the characters, newlines and invalid bytes of each chunk:
         detection, the reference's sizes, the token estimate and the store all reuse that one pass.
@@ -61,7 +61,7 @@ class ReferenceBuilder:
             artifact_id=new_id("art_"), tool=tool, kind=detected.kind, content_type=detected.content_type,
             bytes=len(data), chars=chars, lines=lines, items=None,
             tokens=self.counter.count_chunks(chunks, detected.kind),
-            sha256=sha256,
+            sha256="",
             preview="", truncated=True, notes=list(detected.notes), tokens_exact=self.counter.exact)
         return ref, detected
 

@@ -12,7 +12,6 @@ import re
 import sqlite3
 import struct
 import sys
-import time
 import zipfile
 import zlib
 
@@ -259,18 +258,16 @@ def test_a_single_5_mb_line_is_cut_by_characters_with_exact_counts():
         assert f"({hidden:,} chars) not shown" in preview.omitted
 
 
-def test_a_30_mb_single_line_json_is_fast():
+def test_a_30_mb_single_line_json_gets_its_item_count_within_budget():
+    # how fast: benchmarks/ingest.py (JSON of 1-100 MB on one line), as a ratio against a parse
     rows = [{"id": i, "path": f"/srv/data/{i % 977}/part-{i}.parquet", "bytes": i * 37,
              "state": ("ok", "ok", "ok", "stale")[i % 4]} for i in range(360_000)]
     data = orjson.dumps({"files": rows})
     assert len(data) > 30_000_000 and b"\n" not in data
-    started = time.perf_counter()
     found = detect(data)
     preview = build_preview(found, data, 800, o200k)
-    elapsed = time.perf_counter() - started
     assert found.kind == "json" and preview.extra["items"] == 360_000
     assert o200k(preview.text) <= 800
-    assert elapsed < 6, elapsed
 
 
 # -- parse_json -----------------------------------------------------------------------------------------

@@ -219,6 +219,40 @@ def test_two_gcs_at_once_expire_and_evict_once(store_url):
     store.engine.dispose()
 
 
+def test_a_delete_waits_for_a_running_gc_on_postgresql(pg_database):
+    """A gc counts the store and evicts from that count: a delete committing in the middle would make it
+    evict one artifact too many. So a delete waits while a gc holds its lock (seen in pg_locks), and
+    completes after."""
+    import threading
+    import time
+
+    from conftest import pg_schema_url
+
+    from offload.store.store import _GC_LOCK
+
+    store = _store(pg_schema_url(pg_database))
+    doomed = _put(store, b"deleted while a gc runs\n" * 1000)
+    holder = sa.create_engine(pg_database)
+    done = threading.Event()
+    with holder.connect() as conn, conn.begin():
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_GC_LOCK)))  # what a running gc holds
+        thread = threading.Thread(target=lambda: (store.delete(doomed, ""), done.set()))
+        thread.start()
+        deadline = time.monotonic() + 30
+        while not conn.execute(sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                       "AND NOT granted AND objid = :key"), {"key": _GC_LOCK}).scalar():
+            assert time.monotonic() < deadline, "the delete never asked for the gc lock"
+            time.sleep(0.01)
+        assert not done.is_set()
+    thread.join(timeout=30)
+    assert done.is_set()
+    with pytest.raises(ArtifactExpired, match="deleted"):
+        store.get(doomed, "")
+    assert store.total_bytes() == 0
+    holder.dispose()
+    store.engine.dispose()
+
+
 def test_quota_refuses_a_put_that_does_not_fit(store_url):
     from offload.errors import QuotaExceeded
 

@@ -210,9 +210,15 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
     def tail_cut(line: _Line, tokens: int) -> _Line | None:
         return lines.fit(line, tokens, both_ends=line.number == total - 1)
 
+    # The last line whole ("exit code 1", a summary) when the tail matters, even when its share of a
+    # small budget is less: the head and the error lines give way to it.
+    final = last[-1].cost if matters and last and last[-1].number == total - 1 else 0
+    final = final if final <= (budget - marker_cost) // 2 else 0
+
     def allocate(reserve: int) -> tuple[list[_Line], list[_Line]]:
         body = budget - marker_cost - reserve
-        tail, tail_used = fill_reversed(last[-tail_cap:] if tail_cap else [], int(body * tail_share), tail_cut)
+        tail_budget = max(int(body * tail_share), final)
+        tail, tail_used = fill_reversed(last[-tail_cap:] if tail_cap else [], tail_budget, tail_cut)
         head_pool = [line for line in head if not tail or line.number < tail[0].number]
         shown_head, head_used = fill(head_pool, body - tail_used, head_cut)
         if len(shown_head) == len(head_pool) and tail_cap:

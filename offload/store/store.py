@@ -439,6 +439,10 @@ class Store:
         """End the artifact (a tombstone remains) and drop its content if nothing else uses it."""
         row = self.get(artifact_id, namespace, touch=False)
         with self._write() as conn:
+            if conn.dialect.name == "postgresql":
+                # never beside a gc (deletes may run together): a gc would count the store over
+                # quota from before this delete, and evict one artifact too many
+                conn.execute(sa.select(sa.func.pg_advisory_xact_lock_shared(_GC_LOCK)))
             self._end(conn, [artifact_id], "deleted")
             self._drop_orphans(conn, [row["sha256"]])
 
@@ -457,10 +461,12 @@ class Store:
             if used is not None:
                 continue
             size = conn.execute(sa.select(contents.c.bytes).where(contents.c.sha256 == sha)).scalar()
+            if size is None:
+                continue  # another writer removed it first
             for table in (chunks, item_blocks, contents):
                 conn.execute(table.delete().where(table.c.sha256 == sha))
             removed += 1
-            freed += int(size or 0)
+            freed += int(size)
         return removed, freed
 
     def gc(self, *, now: dt.datetime | None = None, quota_bytes: int | None = None) -> GcReport:
