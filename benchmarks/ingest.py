@@ -17,9 +17,10 @@ fastest pass there is here. Medians of the rounds (the file write, the noisiest 
 times a round). Store opening and migration are outside the timings. A second table splits Offloader.put into its stages
 by timing the functions it calls: on the caller's thread chunking (with the character, line and UTF-8
 counts), detect, the token estimate, the preview and Store.put (the artifact row, and below 4 MiB the
-content with it); from 4 MiB the content is written ahead on a worker thread while the preview is built
-(Store.put_content). The JSON item index is built inside whichever write stores the content. "waiting"
-is the rest of the put: the hash, rendering the reference, and waiting for the content written ahead.
+content with it); from 4 MiB the content is hashed, then written ahead, on a worker thread while it is
+chunked and its reference built (Store.put_content, the write alone). The JSON item index is built
+inside whichever write stores the content. "waiting" is the rest of the put: the hash (below 4 MiB),
+rendering the reference, and waiting for the worker's hash and write (from 4 MiB).
 Each timed put follows one small put on the same store, outside the timing: a running agent's store
 has compiled its statements by its second call (that costs ~5 ms once).
 
@@ -305,8 +306,9 @@ def main() -> None:
         srows.append([c["kind"], c["size_mb"], C.fmt_ms(put)] +
                      [f"{C.fmt_ms(st[k])} ({st[k] / put:.0%})" for k in labels])
     print("\n## Where Offloader.put spends its time on SQLite (ms, share of put)\n")
-    print("The caller's thread: " + ", ".join(Stages.MAIN) + ", then waiting (the hash, rendering, and the "
-          "content written ahead). On a worker thread from 4 MiB, overlapping the preview: "
+    print("The caller's thread: " + ", ".join(Stages.MAIN) + ", then waiting (the hash below 4 MiB, rendering, "
+          "and the worker's hash and write from 4 MiB). On a worker thread from 4 MiB, after the hash, overlapping "
+          "the token estimate and the preview: "
           + ", ".join(Stages.AHEAD) + ". Inside whichever write stores the content: " + ", ".join(Stages.NESTED)
           + ".\n")
     print(C.table(["data", "MB", "put ms", *Stages.MAIN, "waiting", *(f"{k} (worker)" for k in Stages.AHEAD),

@@ -688,14 +688,16 @@ def test_a_store_path_under_a_regular_file_raises_store_error(tmp_path):
         Offloader(f"sqlite:///{blocker / 'store.db'}").store  # noqa: B018
 
 
+@pytest.mark.parametrize("stage", ["analyse", "fit"])
 @pytest.mark.parametrize("lines", [200_000, 600_000], ids=["1.3 MB, written after", "5.2 MB, written ahead"])
-def test_a_reference_that_fails_to_build_stores_nothing_and_the_call_still_returns(off, monkeypatch, lines):
-    """From 4 MiB the bytes are written on a worker while the reference is built: when building fails,
-    what was written is removed again, and the tool call still gets a bounded preview marked not stored."""
+def test_a_reference_that_fails_to_build_stores_nothing_and_the_call_still_returns(off, monkeypatch, lines, stage):
+    """From 4 MiB the bytes are hashed and written on a worker while the reference is built: when
+    building fails (before the content is detected, or after it is written), the worker stops or what
+    it wrote is removed again, and the tool call still gets a bounded preview marked not stored."""
     def broken(*args, **kwargs):
         raise RuntimeError("a bug in the preview")
 
-    monkeypatch.setattr(off.references, "fit", broken)
+    monkeypatch.setattr(off.references, stage, broken)
     data = "".join(f"line {i}\n" for i in range(lines)).encode()
     out = off.process("bash", data)
     assert isinstance(out, Reference) and out.stored is False and "could NOT be stored" in out.render()
