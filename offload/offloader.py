@@ -174,6 +174,7 @@ class Offloader:
         except BaseException:
             if write is not None:
                 write.abandon()  # the reference failed: nothing of the result stays stored
+            self._forget(stored_stderr)
             raise
         if write is not None:
             try:
@@ -184,16 +185,21 @@ class Offloader:
             if not fail_open:
                 raise failure
             log.warning("offload could not store the result of %s: %s", tool, failure)
-            if stored_stderr is not None:  # nothing may point at it now: do not leave it behind
-                try:
-                    self.store.delete(stored_stderr, self.namespace)
-                except Exception:  # noqa: BLE001 - best effort; gc collects it when it expires
-                    log.warning("could not remove the stderr artifact %s of an unstored result", stored_stderr)
+            self._forget(stored_stderr)
             ref.stored, ref.error, ref.artifact_id = False, reason(failure), None
             ref.stderr_artifact_id = None
             # the header now says why it was not stored, and the next calls are gone: fit again
             references.fit(ref, detected, data, target)
         return ref
+
+    def _forget(self, stored_stderr: str | None) -> None:
+        """Remove the stderr artifact of a result that was not stored: nothing may point at it now."""
+        if stored_stderr is None:
+            return
+        try:
+            self.store.delete(stored_stderr, self.namespace)
+        except Exception:  # noqa: BLE001 - best effort; gc collects it when it expires
+            log.warning("could not remove the stderr artifact %s of an unstored result", stored_stderr)
 
     def _same_result(self, tool: str, args: dict | None, session: str | None, sha: str) -> str | None:
         """An earlier stored, unexpired call of `tool` in this session with the same args and result, if

@@ -3,8 +3,8 @@
 Hashing a large result (hashlib) and writing its chunks (sqlite3, psycopg, DuckDB) run in C without
 the GIL, so on a second core they overlap the chunking and the preview, which are Python. Nothing
 submitted here waits for another task of this pool (a write waits only for the caller's thread: its
-chunks and what the content is), so the pool cannot deadlock itself; its threads are idle otherwise
-and joined at interpreter exit.
+chunks and what the content is), so the pool cannot deadlock itself as long as nothing is submitted
+from one of its own threads; its threads are idle otherwise and joined at interpreter exit.
 """
 
 from __future__ import annotations

@@ -193,6 +193,26 @@ def test_the_last_line_stays_whole_when_error_lines_crowd_a_small_budget(count):
 
 
 @pytest.mark.parametrize("count", COUNTERS)
+def test_a_long_last_line_keeps_its_end(count):
+    # The content's last line, when longer than a line may be, keeps its end as well as its start:
+    # that is where "exit code 1" or a test summary is (found in review: it kept only the start).
+    lines = [f"2026-12-02 INFO worker processed batch {i}: {i * 17 % 1000} rows in {i % 97} ms" for i in range(5000)]
+    for at in (1000, 2000, 3000, 4000):
+        lines.insert(at, f"2026 ERROR worker: batch {at} failed with a long message " + "y" * 120)
+    last = "FAILED: " + " ".join(f"test_{i}" for i in range(50)) + " exit code 1"
+    data = ("\n".join(lines + [last]) + "\n").encode()
+    for budget in (300, 800, 2000):
+        preview = build_preview(detect(data), data, budget, count)
+        assert count(preview.text) <= budget
+        assert preview.text.endswith(" exit code 1") and "\nFAILED: test_0 test_1" in preview.text
+        shown = preview.text.rsplit("\n", 1)[1]
+        if shown != last:
+            assert re.fullmatch(r"FAILED: test_0 .*…\[\+([\d,]+) chars\]….* exit code 1", shown)
+            cut = int(re.search(r"…\[\+([\d,]+) chars\]…", shown).group(1).replace(",", ""))
+            assert len(shown) - len(f"…[+{cut:,} chars]…") + cut == len(last)  # exact count of what was cut
+
+
+@pytest.mark.parametrize("count", COUNTERS)
 def test_log_ending_in_a_traceback_keeps_the_tail_and_counts_exactly(log_with_traceback, count):
     data = log_with_traceback
     lines = data.decode().split("\n")[:-1]
@@ -296,7 +316,7 @@ def test_big_text_and_grep_previews_count_exactly(grep_output, megabytes):
     grep_preview = build_preview(detect(grep), grep, 2000, o200k)
     assert grep_preview.extra["matches"] == sum(_grep_truth(grep_output).values()) * (megabytes // 5)
     truth = _grep_truth(grep_output)
-    assert grep_preview.extra["files"] == len(truth)
+    assert grep_preview.extra["files"] == len(truth) and grep_preview.extra["matches_per_file"]
     assert all(n == truth[path] * (megabytes // 5) for path, n in grep_preview.extra["matches_per_file"].items())
 
 

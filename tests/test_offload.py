@@ -606,6 +606,25 @@ def test_fail_open_shell_result_leaves_no_stderr_artifact_behind(tmp_path, real_
     assert off.gc().total_bytes == 0
 
 
+@pytest.mark.parametrize("stage", ["analyse", "fit"])
+def test_a_shell_reference_that_fails_to_build_leaves_no_stderr_artifact_behind(sqlite_url, monkeypatch, stage):
+    """The stderr is stored first, so that the reference can name it: when the reference then fails,
+    the call still returns and the stderr artifact goes too (found in review: it stayed until its TTL)."""
+    off = Offloader(sqlite_url)
+    done = subprocess.run(f"cat {STDLIB}/a*.py >&2; cat {STDLIB}/[bc]*.py; exit 2", shell=True, capture_output=True,
+                          check=False)
+    assert len(done.stderr) > 100_000 and len(done.stdout) > 100_000
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("a bug in the preview")
+
+    monkeypatch.setattr(off.references, stage, broken)
+    out = off.process("bash", done)
+    assert isinstance(out, Reference) and out.stored is False and "could NOT be stored" in out.render()
+    assert off.list()[0] == []
+    assert off.gc().total_bytes == 0
+
+
 @pytest.mark.parametrize("where", ["under-a-regular-file", "in-proc"])
 def test_fail_open_when_the_store_path_cannot_be_written(tmp_path, real_count, where):
     if where == "under-a-regular-file":

@@ -239,8 +239,11 @@ def test_a_delete_waits_for_a_running_gc_on_postgresql(pg_database):
         thread = threading.Thread(target=lambda: (store.delete(doomed, ""), done.set()))
         thread.start()
         deadline = time.monotonic() + 30
-        while not conn.execute(sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
-                                       "AND NOT granted AND objid = :key"), {"key": _GC_LOCK}).scalar():
+        while not conn.execute(sa.text(
+                "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = 0"
+                " AND objid = :key AND objsubid = 1"
+                " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
+                {"key": _GC_LOCK}).scalar():
             assert time.monotonic() < deadline, "the delete never asked for the gc lock"
             time.sleep(0.01)
         assert not done.is_set()

@@ -117,6 +117,16 @@ class Lines:
         raw = self.data[start:end]
         if len(raw) <= self.line_cap:
             line.text = raw.decode("utf-8", "replace")
+        elif number == self.total - 1:
+            # the content's last line keeps its end too ("... exit code 1", a summary), as `fit` cuts it
+            full = raw.decode("utf-8", "replace")
+            if len(full) > self.line_cap:
+                tail = self.line_cap // 3
+                head = self.line_cap - tail
+                line.text = f"{full[:head]}…[+{len(full) - self.line_cap:,} chars]…{full[-tail:]}"
+                line.head_chars, line.tail_chars, line.cut_chars = head, tail, len(full) - self.line_cap
+            else:
+                line.text = full
         else:
             # The first cap characters take at most 4 bytes each; the whole line is decoded only to
             # count exactly what the cut leaves out.

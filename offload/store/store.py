@@ -49,6 +49,14 @@ QUOTA_NEAR = 0.9
 _GC_LOCK = zlib.crc32(b"offload-gc")  # PostgreSQL advisory lock key of gc
 
 
+def _not_beside_gc(conn: Connection) -> None:
+    """Wait for a running gc, and keep the next from starting until this transaction ends (PostgreSQL;
+    removals may run together). A gc counts the store and evicts from that count: a removal committing
+    in the middle would make it evict one artifact too many."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock_shared(_GC_LOCK)))
+
+
 # Built once: every put looks its content up, and building the expression cost more than running it.
 _CONTENT = sa.select(contents).where(contents.c.sha256 == sa.bindparam("sha256"))
 _CONTENT_TO_USE = _CONTENT.with_for_update(read=True)
@@ -186,6 +194,7 @@ class Store:
     def discard_content(self, sha256: str) -> None:
         """Remove content that no artifact uses (what `put_content` stored for a row that never came)."""
         with self._write() as conn:
+            _not_beside_gc(conn)
             self._drop_orphans(conn, [sha256])
 
     def _written(self, write: Callable[[Connection], ContentInfo]) -> ContentInfo:
@@ -439,10 +448,7 @@ class Store:
         """End the artifact (a tombstone remains) and drop its content if nothing else uses it."""
         row = self.get(artifact_id, namespace, touch=False)
         with self._write() as conn:
-            if conn.dialect.name == "postgresql":
-                # never beside a gc (deletes may run together): a gc would count the store over
-                # quota from before this delete, and evict one artifact too many
-                conn.execute(sa.select(sa.func.pg_advisory_xact_lock_shared(_GC_LOCK)))
+            _not_beside_gc(conn)
             self._end(conn, [artifact_id], "deleted")
             self._drop_orphans(conn, [row["sha256"]])
 
