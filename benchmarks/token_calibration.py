@@ -352,8 +352,13 @@ def _synthetic(words: list[str]) -> list[Corpus]:
         *[E(f"written {lang}", text * 200) for lang, text in SCRIPTS.items()],
         O("random punctuation", "".join(r.choice(string.punctuation) for _ in range(50_000))),
         O("random printable ASCII", "".join(r.choice(string.printable[:95]) for _ in range(50_000))),
-        O("random lowercase 'words'", " ".join("".join(r.choice(string.ascii_lowercase) for _ in range(r.randint(1, 10)))
+        E("random lowercase 'words'", " ".join("".join(r.choice(string.ascii_lowercase) for _ in range(r.randint(1, 10)))
                                                for _ in range(10_000))),
+        E("base32 ids", "\n".join("art_" + "".join(r.choice("abcdefghijklmnopqrstuvwxyz234567") for _ in range(16))
+                                   for _ in range(5_000))),
+        E("base36 names", "\n".join(f"/tmp/tmp{''.join(r.choice(string.ascii_lowercase + string.digits) for _ in range(8))}"
+                                     f" web-{''.join(r.choice('bcdfghjklmnpqrstvwxz2456789') for _ in range(5))}"
+                                     for _ in range(5_000))),
         O("random CJK ideographs", "".join(chr(r.randint(0x4E00, 0x9FFF)) for _ in range(20_000))),
         O("random Hangul syllables", "".join(chr(r.randint(0xAC00, 0xD7A3)) for _ in range(20_000))),
         O("random characters beyond U+FFFF", "".join(chr(r.randint(0x10000, 0x3FFFF)) for _ in range(10_000))),
