@@ -10,12 +10,10 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
-import secrets
 import threading
 import time
 import zlib
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
@@ -27,6 +25,7 @@ from ..errors import ArtifactExpired, ArtifactNotFound, InvalidArgument, QuotaEx
 from .chunking import CHUNK_SIZE, ITEMS_PER_BLOCK, Chunk, ItemIndex, chunk_stream, count_lines, unpack_block
 from .engines import wal_checkpointer
 from .models import artifacts, chunks, contents, extracts, item_blocks
+from .records import ContentInfo, GcReport, new_id, utcnow
 
 ACTIVE = "active"
 ENDED_REASONS = {"expired": "expired", "evicted": "was evicted to keep the store under its size quota",
@@ -60,37 +59,6 @@ def _not_beside_gc(conn: Connection) -> None:
 # Built once: every put looks its content up, and building the expression cost more than running it.
 _CONTENT = sa.select(contents).where(contents.c.sha256 == sa.bindparam("sha256"))
 _CONTENT_TO_USE = _CONTENT.with_for_update(read=True)
-
-
-def utcnow() -> dt.datetime:
-    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
-
-
-def new_id(prefix: str) -> str:
-    return prefix + base64.b32encode(secrets.token_bytes(10)).decode().lower()
-
-
-@dataclass(frozen=True)
-class ContentInfo:
-    sha256: str
-    bytes: int
-    chars: int
-    lines: int
-    chunk_count: int
-    items: int | None
-    items_path: str | None
-
-
-@dataclass
-class GcReport:
-    expired: int = 0
-    evicted: int = 0
-    contents_removed: int = 0
-    bytes_freed: int = 0
-    total_bytes: int = 0
-
-    def to_dict(self) -> dict:
-        return dict(self.__dict__)
 
 
 class Store:

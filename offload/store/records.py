@@ -1,0 +1,39 @@
+"""What the store hands out besides rows: the facts of stored content, a gc's report, ids and times."""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+import secrets
+from dataclasses import dataclass
+
+
+def utcnow() -> dt.datetime:
+    return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
+
+
+def new_id(prefix: str) -> str:
+    return prefix + base64.b32encode(secrets.token_bytes(10)).decode().lower()
+
+
+@dataclass(frozen=True)
+class ContentInfo:
+    sha256: str
+    bytes: int
+    chars: int
+    lines: int
+    chunk_count: int
+    items: int | None
+    items_path: str | None
+
+
+@dataclass
+class GcReport:
+    expired: int = 0
+    evicted: int = 0
+    contents_removed: int = 0
+    bytes_freed: int = 0
+    total_bytes: int = 0
+
+    def to_dict(self) -> dict:
+        return dict(self.__dict__)
