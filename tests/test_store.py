@@ -219,6 +219,45 @@ def test_two_gcs_at_once_expire_and_evict_once(store_url):
     store.engine.dispose()
 
 
+def test_postgresql_stores_run_read_committed_whatever_the_server_default(pg_database):
+    """gc's turn-taking, a delete skipping what a gc ended and the share lock on content a put points at
+    all need each statement to see what committed before it (READ COMMITTED). A server or role whose
+    default is REPEATABLE READ must not change that: two gcs at once then failed with a serialization
+    error."""
+    import threading
+
+    from conftest import pg_schema_url
+
+    url = sa.engine.make_url(pg_schema_url(pg_database))
+    url = url.update_query_dict({"options": url.query["options"] + r" -cdefault_transaction_isolation=repeatable\ read"})
+    url = url.render_as_string(hide_password=False)
+    raw = sa.create_engine(url)
+    with raw.connect() as conn:  # the session default this URL gives
+        assert conn.exec_driver_sql("SHOW default_transaction_isolation").scalar() == "repeatable read"
+    raw.dispose()
+    store = _store(url)
+    with store.engine.connect() as conn:
+        assert conn.exec_driver_sql("SHOW transaction_isolation").scalar() == "read committed"
+    past = utcnow() - dt.timedelta(days=1)
+    expired = [_put(store, f"expired {n}\n".encode() * 2000, expires_at=past) for n in range(4)]
+    barrier, reports, errors = threading.Barrier(2), [], []
+
+    def gc() -> None:
+        barrier.wait()
+        try:
+            reports.append(store.gc())
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=gc) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == [] and sum(r.expired for r in reports) == len(expired)
+    store.engine.dispose()
+
+
 def test_a_delete_waits_for_a_running_gc_on_postgresql(pg_database):
     """A gc counts the store and evicts from that count: a delete committing in the middle would make it
     evict one artifact too many. So a delete waits while a gc holds its lock (seen in pg_locks), and

@@ -114,7 +114,10 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
         engine = sa.create_engine(parsed, connect_args={"timeout": busy_timeout, "check_same_thread": False})
         _sqlite_events(engine, busy_timeout)
     elif backend == "postgresql":
-        engine = sa.create_engine(parsed, pool_pre_ping=True)
+        # gc's turn-taking, a delete skipping what a gc ended and the share lock on content a put points at
+        # need each statement to see what committed before it: READ COMMITTED, whatever the server's or
+        # the role's default (under REPEATABLE READ two gcs at once fail with a serialization error)
+        engine = sa.create_engine(parsed, pool_pre_ping=True, isolation_level="READ COMMITTED")
     elif backend == "duckdb":
         engine = sa.create_engine(parsed)
     else:
