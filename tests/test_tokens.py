@@ -454,6 +454,35 @@ def test_speed_report():
         print(f"\nestimate_tokens: {size:>10,} chars in {(time.perf_counter() - start) / runs * 1e3:8.3f} ms")
 
 
+def test_consonant_windows_are_counted_alike_below_and_above_the_short_path():
+    """Big-integer shifts below tokens._SHORT bytes, numpy from there: both count every place where three
+    lowercase ASCII consonants stand in a row, overlapping, and nothing else (bytes >= 0x80 never)."""
+    rng = random.Random(5)
+    pool = b"bcdfxyz aeiou BCD1.\n" + bytes([0xE2, 0xF8, 0xE4, 0x80])  # 0xE2 & 0x7F == "b": not a consonant
+    for size in (0, 1, 2, 3, 2046, 2047, 2048, 2049, 5000, 70_000):
+        for _ in range(5):
+            data = bytes(rng.choice(pool) for _ in range(size))
+            expected = len(re.findall(rb"(?=[bcdfghjklmnpqrstvwxz]{3})", data))
+            assert tokens._consonant_windows(data) == expected, size
+
+
+def test_a_text_is_priced_alike_as_str_and_as_bytes_near_the_long_run_limit():
+    """What is looked for only in texts up to 256 KiB (long runs, rare letter sequences) is decided by
+    UTF-8 bytes for a str too, as for the stored chunks: 250,000 characters with accents are 310 KB, and
+    the str was priced 10% above its bytes (found in review)."""
+    from offload.store.chunking import chunk_bytes
+    from offload.tokens import estimate_chunks
+
+    rng = random.Random(11)
+    text = " ".join("".join(rng.choice("bcdfgéé") for _ in range(rng.randint(2, 9))) for _ in range(45_000))
+    text = text[:250_000]
+    data = text.encode()
+    assert len(text) <= tokens._LONG_RUNS_UP_TO < len(data)
+    by_bytes = estimate_tokens(data)
+    assert abs(estimate_tokens(text) - by_bytes) <= 0.001 * by_bytes
+    assert abs(estimate_chunks(list(chunk_bytes(data))) - by_bytes) <= 0.001 * by_bytes
+
+
 def test_utf8_facts_and_chunk_estimates_match_decoding_whole():
     """The offloader counts characters and invalid bytes per chunk and estimates tokens from the chunks'
     bytes, never decoding the whole: each figure must equal what decoding the whole gives."""

@@ -114,9 +114,11 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
         engine = sa.create_engine(parsed, connect_args={"timeout": busy_timeout, "check_same_thread": False})
         _sqlite_events(engine, busy_timeout)
     elif backend == "postgresql":
-        # gc's turn-taking, a delete skipping what a gc ended and the share lock on content a put points at
-        # need each statement to see what committed before it: READ COMMITTED, whatever the server's or
-        # the role's default (under REPEATABLE READ two gcs at once fail with a serialization error)
+        # Every "lock, then read again" here needs each statement to see what committed before it: READ
+        # COMMITTED, whatever the server's or the role's default. Under REPEATABLE READ the snapshot
+        # predates the lock wait: two gcs at once fail with a serialization error, a removal of orphaned
+        # content misses the artifact a put committed meanwhile (and drops content in use), and a
+        # migrator that waited for another's lock reads the revision from before that migration.
         engine = sa.create_engine(parsed, pool_pre_ping=True, isolation_level="READ COMMITTED")
     elif backend == "duckdb":
         engine = sa.create_engine(parsed)
