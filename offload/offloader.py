@@ -114,10 +114,13 @@ class Offloader:
         limit = self.settings.limit(key)
         if payload.is_shell:
             err_limit = self.settings.limit("shell_stderr") if key == "shell" else limit
-            if len(payload.data) <= limit and len(payload.stderr or b"") <= err_limit:
+            stderr = payload.stderr or b""
+            if len(payload.data) <= limit and len(stderr) <= err_limit:
                 return True
+            if not self.counter.exact and (surely_over(len(payload.data), limit) or surely_over(len(stderr), err_limit)):
+                return False  # as below
             out_ok = self.counter.count(payload.text or payload.data, "text") <= limit
-            return out_ok and self.counter.count(payload.stderr or b"", "text") <= err_limit
+            return out_ok and self.counter.count(stderr, "text") <= err_limit
         if cheap_fits(payload, limit):
             return True
         if not self.counter.exact and surely_over(len(payload.data), limit):
@@ -143,8 +146,10 @@ class Offloader:
         stored_stderr = None
         failure: Exception | None = None
         if payload.is_shell and payload.stderr:
-            stderr_share = min(self.counter.count(payload.stderr, "text") + 10, target // 2)
-            stderr_ref = references.stderr_preview(tool, payload.stderr, stderr_share, target // 2)
+            half = target // 2
+            stderr_share = half if not self.counter.exact and surely_over(len(payload.stderr), half) else min(
+                self.counter.count(payload.stderr, "text") + 10, half)
+            stderr_ref = references.stderr_preview(tool, payload.stderr, stderr_share, half)
             if stderr_ref.truncated:
                 # stored first and whole, so that the reference can name it
                 stderr_ref.artifact_id = new_id("art_")

@@ -419,6 +419,29 @@ def test_shell_huge_stdout_keeps_a_short_stderr_error_and_the_exit_code(sqlite_u
     assert meta["exit_code"] == 3 and meta["stderr_bytes"] == len(done.stderr)
 
 
+def test_a_huge_shell_result_is_not_estimated_whole_before_its_reference(sqlite_url):
+    """Its size alone puts it over the budget (`surely_over`), as for any other result: the 3 MB stdout
+    was counted whole to decide, then again for its reference, and the 2 MB stderr to size its share of
+    the reference, then again for its own artifact (~1 ms a MB each)."""
+    off = Offloader(sqlite_url)
+    stdout = "".join(f"line {i}: compiled module_{i % 97}.o\n" for i in range(100_000))
+    stderr = "".join(f"warning {i}: unused variable x{i}\n" for i in range(60_000))
+    counted = []
+    count = off.counter.count
+
+    def recorded(text, kind="text"):
+        counted.append(len(text))
+        return count(text, kind)
+
+    off.counter.count = recorded
+    ref = off.process("bash", (stdout, stderr, 1))
+    assert isinstance(ref, Reference) and ref.stored and ref.exit_code == 1 and ref.stderr_artifact_id
+    assert raw(off, ref.artifact_id) == stdout.encode() and raw(off, ref.stderr_artifact_id) == stderr.encode()
+    assert len(stdout) not in counted  # its reference estimates it from the stored chunks
+    assert counted.count(len(stderr)) == 1  # the token figure of the stderr's own artifact
+    assert sorted(counted)[-2] < len(stderr) // 10  # the rest: previews and lines
+
+
 def test_shell_huge_stderr_is_stored_as_a_second_artifact(sqlite_url, real_count):
     off = Offloader(sqlite_url)
     done = subprocess.run(f"cat {STDLIB}/a*.py >&2; echo built 3 targets; exit 1", shell=True, capture_output=True)
