@@ -183,24 +183,17 @@ def test_gc_evicts_least_recently_used_until_under_quota(store_url):
     store.engine.dispose()
 
 
-def test_two_gcs_at_once_expire_and_evict_once(store_url):
-    """Two gcs at the same time (two agents of a fleet on PostgreSQL) end each artifact once and evict
-    only what takes the store over its quota, not that twice."""
+def _two_gcs_at_once(store: Store, **kwargs) -> tuple[list, list]:
+    """Run `store.gc(**kwargs)` on two threads released together; their reports and their errors."""
     import threading
 
-    store = _store(store_url)
-    past = utcnow() - dt.timedelta(days=1)
-    expired = [_put(store, f"expired {n}\n".encode() * 2000, expires_at=past) for n in range(4)]
-    live = [_put(store, f"live {n}\n".encode() * 2000) for n in range(6)]
-    size = store.content(store.get(live[0], "", touch=False)["sha256"]).bytes
-    quota = 3 * size + size // 2  # the 3 oldest of the 6 live artifacts must go
     barrier, reports, errors = threading.Barrier(2), [], []
 
     def gc() -> None:
         barrier.wait()
         try:
-            reports.append(store.gc(quota_bytes=quota))
-        except Exception as exc:  # noqa: BLE001 - reported below
+            reports.append(store.gc(**kwargs))
+        except Exception as exc:  # noqa: BLE001 - returned to the test
             errors.append(exc)
 
     threads = [threading.Thread(target=gc) for _ in range(2)]
@@ -208,6 +201,19 @@ def test_two_gcs_at_once_expire_and_evict_once(store_url):
         thread.start()
     for thread in threads:
         thread.join()
+    return reports, errors
+
+
+def test_two_gcs_at_once_expire_and_evict_once(store_url):
+    """Two gcs at the same time (two agents of a fleet on PostgreSQL) end each artifact once and evict
+    only what takes the store over its quota, not that twice."""
+    store = _store(store_url)
+    past = utcnow() - dt.timedelta(days=1)
+    expired = [_put(store, f"expired {n}\n".encode() * 2000, expires_at=past) for n in range(4)]
+    live = [_put(store, f"live {n}\n".encode() * 2000) for n in range(6)]
+    size = store.content(store.get(live[0], "", touch=False)["sha256"]).bytes
+    quota = 3 * size + size // 2  # the 3 oldest of the 6 live artifacts must go
+    reports, errors = _two_gcs_at_once(store, quota_bytes=quota)
     assert errors == []
     assert sum(r.expired for r in reports) == len(expired)
     assert sum(r.evicted for r in reports) == 3
@@ -224,8 +230,6 @@ def test_postgresql_stores_run_read_committed_whatever_the_server_default(pg_dat
     all need each statement to see what committed before it (READ COMMITTED). A server or role whose
     default is REPEATABLE READ must not change that: two gcs at once then failed with a serialization
     error."""
-    import threading
-
     from conftest import pg_schema_url
 
     url = sa.engine.make_url(pg_schema_url(pg_database))
@@ -240,20 +244,7 @@ def test_postgresql_stores_run_read_committed_whatever_the_server_default(pg_dat
         assert conn.exec_driver_sql("SHOW transaction_isolation").scalar() == "read committed"
     past = utcnow() - dt.timedelta(days=1)
     expired = [_put(store, f"expired {n}\n".encode() * 2000, expires_at=past) for n in range(4)]
-    barrier, reports, errors = threading.Barrier(2), [], []
-
-    def gc() -> None:
-        barrier.wait()
-        try:
-            reports.append(store.gc())
-        except Exception as exc:  # noqa: BLE001 - reported below
-            errors.append(exc)
-
-    threads = [threading.Thread(target=gc) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    reports, errors = _two_gcs_at_once(store)
     assert errors == [] and sum(r.expired for r in reports) == len(expired)
     store.engine.dispose()
 
