@@ -104,7 +104,7 @@ class Stages:
     worker thread while the preview is built; NESTED runs inside a write (MAIN's or AHEAD's)."""
 
     WRAPPED = (("chunking", offloader_module, "chunk_bytes"), ("detect", referencing_module, "detect"),
-               ("tokens", TokenCounter, "count_chunks"), ("preview", referencing_module, "build_preview"),
+               ("tokens", TokenCounter, "count_stored"), ("preview", referencing_module, "build_preview"),
                ("Store.put", Store, "put"), ("Store.put_content", Store, "put_content"),
                ("item index", offloader_module, "json_item_index"),
                ("item index", offloader_module, "ndjson_item_index"))

@@ -54,6 +54,7 @@ class Reference:
     items_path: str | None = None
     same_as: str | None = None  # an earlier artifact with the same result
     tokens_exact: bool = False
+    tokens_sampled: bool = False  # estimated from a sample of a large result (see tokens.estimate_sampled)
     extra: dict[str, Any] = field(default_factory=dict)
 
     # -- structured form --------------------------------------------------------------------
@@ -82,7 +83,10 @@ class Reference:
 
     def header(self) -> str:
         label = KIND_LABELS.get(self.kind, self.kind)
-        tokens = f"{_n(self.tokens)} tokens" + ("" if self.tokens_exact else " (estimate)")
+        if self.tokens_sampled:
+            tokens = f"about {_n(self.tokens)} tokens (estimated from a sample)"
+        else:
+            tokens = f"{_n(self.tokens)} tokens" + ("" if self.tokens_exact else " (estimate)")
         if self.kind == "binary":
             size = f"{_n(self.bytes)} bytes, {self.content_type}, sha256 {self.sha256[:16]}…"
         else:
@@ -126,10 +130,12 @@ class Reference:
         aid = self.artifact_id
         lines = []
         if self.hints:
-            lines.append("JMESPath hints (each was run on the stored document):")
+            # the call once, then the bare expressions: the id repeated on every line cost ~20 tokens a hint
+            lines.append(f'JMESPath hints, each run on the stored document; pass one as '
+                         f'query_artifact(artifact_id="{aid}", jmespath=…):')
             for hint in self.hints:
                 result = f"  → {hint['result']}" if hint.get("result") else ""
-                lines.append(f'  query_artifact(artifact_id="{aid}", jmespath={_q(hint["jmespath"])}){result}')
+                lines.append(f"  {hint['jmespath']}{result}")
         if self.kind == "binary":
             lines.append(f'Next: fetch_slice(artifact_id="{aid}", unit="bytes", offset=0, limit=256) reads raw bytes.')
             return "\n".join(lines)

@@ -57,12 +57,12 @@ class ReferenceBuilder:
             chars = len(payload.text)
         else:
             chars = sum(chunk.chars for chunk in chunks)
+        tokens, sampled = self.counter.count_stored(data, chunks, detected.kind)
         ref = Reference(
             artifact_id=new_id("art_"), tool=tool, kind=detected.kind, content_type=detected.content_type,
             bytes=len(data), chars=chars, lines=lines, items=None,
-            tokens=self.counter.count_chunks(chunks, detected.kind),
-            sha256="",
-            preview="", truncated=True, notes=list(detected.notes), tokens_exact=self.counter.exact)
+            tokens=tokens, sha256="", preview="", truncated=True, notes=list(detected.notes),
+            tokens_exact=self.counter.exact, tokens_sampled=sampled)
         return ref, detected
 
     def fit(self, ref: Reference, detected, data: bytes, target: int) -> None:

@@ -323,6 +323,9 @@ def test_done_when_a_multi_mb_grep_becomes_a_small_exact_reference(off, store_ur
     assert raw(off, ref.artifact_id) == out
     off.close()  # a DuckDB file admits one process at a time: let the CLI have it
     assert cli_cat(store_url, ref.artifact_id) == out
+    # its token figure comes from a sample, and every place that shows it says so
+    assert ref.tokens_sampled and f"about {ref.tokens:,} tokens (estimated from a sample)" in text
+    assert ref.to_dict()["tokens_sampled"] is True and ref.to_dict()["tokens_estimated"] is True
 
 
 def test_done_when_every_hint_of_a_multi_mb_json_runs_from_a_fresh_process(off, store_url, real_count, tmp_path):

@@ -442,18 +442,17 @@ def test_sqlite_many_processes_write_and_read_at_once(sqlite_url):
 KILLED_WRITER = """
 import hashlib, sys, os
 from offload.store import Store, open_engine, new_id
-from offload.store import store as store_module
+from sqlalchemy import event
 store = Store(open_engine(sys.argv[1]))
 data = os.urandom(1 << 20) * 40
-real_insert = store_module.chunks.insert
 count = 0
-def insert_then_die():
+@event.listens_for(store.engine, "before_cursor_execute")
+def insert_then_die(conn, cursor, statement, parameters, context, executemany):
     global count
-    count += 1
-    if count == 3:  # partway through the chunk batches: die without any cleanup
-        os.kill(os.getpid(), 9)
-    return real_insert()
-store_module.chunks.insert = insert_then_die
+    if statement.startswith("INSERT INTO chunks"):
+        count += 1
+        if count == 3:  # partway through the chunk batches: die without any cleanup
+            os.kill(os.getpid(), 9)
 store.put({"id": "art_killedmidwrite00", "namespace": "", "tool": "w", "kind": "binary",
            "content_type": "application/octet-stream", "tokens": 1, "shown_tokens": 1},
           data, hashlib.sha256(data).hexdigest())

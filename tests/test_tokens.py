@@ -483,6 +483,55 @@ def test_a_text_is_priced_alike_as_str_and_as_bytes_near_the_long_run_limit():
     assert abs(estimate_chunks(list(chunk_bytes(data))) - by_bytes) <= 0.001 * by_bytes
 
 
+def test_a_large_result_is_estimated_from_a_sample_that_stays_at_or_above_the_whole_estimate():
+    """Over SAMPLE_ABOVE bytes a stored result's figure comes from 64 windows of 4 KiB, raised by two
+    standard errors: on every corpus (repeated past the limit) and on all of them in one text, it stays
+    within 1% below and 5% above the estimate of the whole, and 10% below neither tokenizer."""
+    from offload.tokens import SAMPLE_ABOVE, estimate_sampled
+
+    texts = [CORPORA[name][2]().encode() for name in CORPORA]
+    for name, data in zip(CORPORA, texts):
+        if len(data) < 500:
+            continue
+        big = data * (SAMPLE_ABOVE // len(data) + 2)
+        whole = estimate_tokens(big)
+        assert 0.99 * whole <= estimate_sampled(big) <= 1.05 * whole, name
+    mixed = b"\n".join(texts)
+    assert len(mixed) > 3 * SAMPLE_ABOVE
+    sampled, whole = estimate_sampled(mixed), estimate_tokens(mixed)
+    assert whole <= sampled <= 1.1 * whole
+    assert sampled >= max(O200K(mixed.decode()), CL100K(mixed.decode()))
+    assert str(sampled)[3:].strip("0") == ""  # rounded to 3 significant digits: it is not a count
+
+
+def test_a_sample_with_a_dense_block_inside_prices_the_block():
+    """A 100 KB block of base64 inside 2 MB of log (or the other way round) falls in several strata:
+    the sample sees it, and the margin covers the rest."""
+    from offload.tokens import estimate_sampled
+
+    log = "\n".join(f"2026-12-02 06:{i // 60 % 60:02d}:{i % 60:02d} INFO [worker] request {i} done in {i % 97} ms"
+                     for i in range(40_000)).encode()[:1_900_000]
+    blob = base64.b64encode(random.Random(3).randbytes(75_000))
+    for data in (log[:900_000] + blob + log[900_000:], blob * 19 + log[:100_000]):
+        whole = estimate_tokens(data)
+        assert whole <= estimate_sampled(data) <= 1.1 * whole
+
+
+def test_the_sample_is_only_used_for_stored_results_over_its_limit_and_says_so():
+    from offload.store.chunking import chunk_bytes
+    from offload.tokens import SAMPLE_ABOVE, estimate_chunks
+
+    counter = TokenCounter()
+    small = b"word " * (SAMPLE_ABOVE // 5)
+    assert counter.count_stored(small, list(chunk_bytes(small))) == (estimate_chunks(list(chunk_bytes(small))), False)
+    big = small + b"more words\n"
+    tokens_, sampled = counter.count_stored(big, list(chunk_bytes(big)))
+    assert sampled and tokens_ >= estimate_tokens(big)
+    exact = TokenCounter("o200k_base")
+    assert exact.count_stored(big, list(chunk_bytes(big))) == (O200K(big.decode()), False)
+    assert TokenCounter().count_stored(big, list(chunk_bytes(big)), "binary") == (len(big), False)
+
+
 def test_utf8_facts_and_chunk_estimates_match_decoding_whole():
     """The offloader counts characters and invalid bytes per chunk and estimates tokens from the chunks'
     bytes, never decoding the whole: each figure must equal what decoding the whole gives."""

@@ -264,9 +264,10 @@ def _is_grep_tool(tool: str | None) -> bool:
 
 
 def _sample_lines(data: bytes, limit: int = 200) -> list[bytes]:
-    lines = data[:_SAMPLE].split(b"\n")
-    if len(data) > _SAMPLE and len(lines) > 1:
-        lines.pop()  # the last line of the sample may be cut
+    # split off at most twice the lines wanted (blank ones are dropped): the rest of the sample stays whole
+    lines = data[:_SAMPLE].split(b"\n", 2 * limit)
+    if (len(lines) > 2 * limit or len(data) > _SAMPLE) and len(lines) > 1:
+        lines.pop()  # the rest of the sample, or its last line, which may be cut
     return [line.rstrip(b"\r") for line in lines if line.strip()][:limit]
 
 

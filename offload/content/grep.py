@@ -18,6 +18,7 @@ _LINE_PLAIN = re.compile(rb"((?:[A-Za-z]:)?[^:\n]+):")
 # The same, at every line start of a buffer: for output whose files take turns line by line
 _EVERY_NUMBERED = re.compile(rb"^((?:[A-Za-z]:)?[^:\n]+):\d+:", re.M)
 _EVERY_PLAIN = re.compile(rb"^((?:[A-Za-z]:)?[^:\n]+):", re.M)
+_NUMBERED_SAMPLE = 16384  # bytes read to tell `path:line:text` from `path:text` (~140 lines of grep output)
 _SHORT_RUNS = 64, 8  # after this many runs averaging fewer lines than this, count line by line in C
 
 
@@ -73,7 +74,7 @@ def _matches_per_file(data: bytes, total: int | None = None) -> Counter:
     of a line or two) would cost a Python loop per line: once that shows, one regular-expression pass
     counts the rest. `total` is the line count (`line_count`), when the caller has it.
     """
-    sample = b"\n" + data[:65536]
+    sample = b"\n" + data[:_NUMBERED_SAMPLE]
     # grep -C prints context lines (`path-12-…`) around each match: one line in ten may be a match.
     numbered = len(_GREP_NUMBERED.findall(sample)) >= max(1, 0.05 * sample.count(b"\n"))
     line_pattern = _LINE_NUMBERED if numbered else _LINE_PLAIN

@@ -111,8 +111,12 @@ def compact(value: Any, limits: Limits, cuts: Cuts, depth: int = 0) -> str:
     return _scalar(value)
 
 
+# A string is only shortened when that saves more than its marker ("…[+12 chars]") costs to show.
+_WORTH_CUTTING = 16
+
+
 def _string(text: str, limit: int, cuts: Cuts) -> str:
-    if len(text) <= limit:
+    if len(text) <= limit + _WORTH_CUTTING:
         return _quoted(text)
     cuts.strings += 1
     cuts.string_chars += len(text) - limit

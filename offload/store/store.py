@@ -56,9 +56,12 @@ def _not_beside_gc(conn: Connection) -> None:
         conn.execute(sa.select(sa.func.pg_advisory_xact_lock_shared(_GC_LOCK)))
 
 
-# Built once: every put looks its content up, and building the expression cost more than running it.
+# Built once: every put looks its content up and inserts rows, and building the statements (and their
+# cache keys) cost more than running the small ones.
 _CONTENT = sa.select(contents).where(contents.c.sha256 == sa.bindparam("sha256"))
 _CONTENT_TO_USE = _CONTENT.with_for_update(read=True)
+_INSERT_ARTIFACT, _INSERT_CHUNKS, _INSERT_BLOCKS, _INSERT_CONTENT = (
+    table.insert() for table in (artifacts, chunks, item_blocks, contents))
 
 
 class Store:
@@ -140,7 +143,7 @@ class Store:
             full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
                     **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
                     "lines": info.lines, "items": info.items}
-            conn.execute(artifacts.insert(), full)  # parameters apart: the compiled statement is reused
+            conn.execute(_INSERT_ARTIFACT, full)  # parameters apart: the compiled statement is reused
             return info
 
         return self._written(write)
@@ -193,7 +196,7 @@ class Store:
             batch.append({"sha256": sha256, "seq": chunk.seq, "byte_start": chunk.byte_start,
                           "char_start": chunk.char_start, "line_start": chunk.line_start, "data": chunk.data})
             if len(batch) == 8:  # executemany in batches of 8 MiB: fewer round trips, bounded memory
-                conn.execute(chunks.insert(), batch)
+                conn.execute(_INSERT_CHUNKS, batch)
                 batch = []
             if digest is not None:
                 digest.update(chunk.data)
@@ -203,7 +206,7 @@ class Store:
             count += 1
             last = bytes(chunk.data[-1:])
         if batch:
-            conn.execute(chunks.insert(), batch)
+            conn.execute(_INSERT_CHUNKS, batch)
         if digest is not None and digest.hexdigest() != sha256:
             raise StoreError("content changed while it was being stored (sha256 mismatch); nothing was stored")
         if self.quota_bytes is not None and not whole:
@@ -213,13 +216,13 @@ class Store:
         blocks = [{"sha256": sha256, "block": block, "data": blob}
                   for block, blob in (item_index.blocks() if item_index is not None else ())]
         if blocks:
-            conn.execute(item_blocks.insert(), blocks)
+            conn.execute(_INSERT_BLOCKS, blocks)
         if self._checkpointer is not None:
             self._checkpointer.wrote(size)
         info = ContentInfo(sha256, size, chars, count_lines(size, newlines, last == b"\n"), count,
                            len(item_index) if item_index is not None else None,
                            item_index.path if item_index is not None else None)
-        conn.execute(contents.insert(), {
+        conn.execute(_INSERT_CONTENT, {
             "sha256": sha256, "bytes": info.bytes, "chars": info.chars, "lines": info.lines, "chunk_count": count,
             "items": info.items, "items_path": info.items_path, "created_at": utcnow()})
         return info
