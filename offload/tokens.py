@@ -67,23 +67,24 @@ _NON_ASCII_WEIGHT = [
 # Long separators ("-----", "=====") tokenize cheaply and are overcounted; that is safe. Scripts
 # written without spaces (CJK) are runs of one class by nature, and their price per character covers
 # them already.
-# Looking for them costs up to 0.8 ms a MB (it nearly doubles the estimate of indented code), so texts
-# over _LONG_RUNS_UP_TO are priced without: 256 KiB is over 16,384 tokens even at the estimate's
-# densest (see `surely_over`), twice the largest default budget, so for such a text the estimate is
-# the size shown for a stored result far more often than what decides whether it fits.
+# Looking for them, and for rare letter sequences (below), about doubles the estimate's time (1.8 -> 3.5
+# ms a MB here). Every estimate pays it: each may decide what reaches the model (a result under a large
+# budget, a message the context guard counts); a big stored result's figure, which is only shown, is
+# estimated from a sample instead (`estimate_sampled`), and the sample pays it too.
 _LONG_RUN, _LONG_WORD = 9, 17
-_LONG_RUNS_UP_TO = 256 << 10
 # Rare letter sequences. Words are priced as words, but a string of random lowercase letters is not one:
 # ids ("art_3nyb25vg7z3en6hc", pod and temp-file names), hashes in base32, shuffled text tokenize at 2-3
 # letters a token, where a word costs ~1 token (estimate: 0.57 of cl100k on random lowercase "words",
 # 0.74 on base32 ids). What sets them apart is cheap to see: three lowercase consonants in a row, which
 # English has seldom ("str", "ght") and random letters in half their places (20 consonants of 26). Each
 # such window pays _PER_CONSONANTS: 0.99 and 0.96 with it, for prose and code 2-4% more (legal prose is
-# 1.62x o200k), JSON 1%, `ls -l` and `df` listings 15%: all safe. Found with the long runs, in texts up to
-# _LONG_RUNS_UP_TO; the extra passes (a translate, two numpy passes) cost ~0.8 ms a MB.
+# 1.62x o200k), JSON 1%, `ls -l` and `df` listings 15%: all safe. The extra passes (a translate, two
+# numpy passes) cost ~0.8 ms a MB.
 _PER_CONSONANTS = 0.8
 _CONSONANTS = bytes(1 if chr(byte) in "bcdfghjklmnpqrstvwxz" else 0 for byte in range(256))  # a translate table
 _THREE = b"\x01\x01\x01"
+_TRIPLED = tuple(bytes([letter]) * 3 for letter in b"bcdfghjklmnpqrstvwxz")
+_TRIPLED_RUNS = re.compile(rb"([bcdfghjklmnpqrstvwxz])\1{2,}")
 _LONG_EXTRA = {"punct": 0.525 - 14 / 64, "lower": 0.525 - 6 / 64, "upper": 0.525 - 15 / 64,
                "latin-1 letters": 1.05 - 32 / 64}
 # Binary is never tokenized: it is priced as its base64 text would be (measured 0.91-0.96 per byte).
@@ -123,33 +124,47 @@ MAX_BYTES_PER_TOKEN = _UNIT // min(code for byte, code in enumerate(_CODES) if c
 _CONTINUATION_BYTES = bytes(range(0x80, 0xC0))  # deleted, so that every character leaves one code
 
 
-def _estimate_piece(encoded: bytes, long_runs: bool = True) -> float:
-    """The estimate of UTF-8 bytes (a character split at either end still counts once, by its lead byte);
-    `long_runs`: with the extra of long runs and of rare letter sequences (see _LONG_RUNS_UP_TO)."""
-    rare = _PER_CONSONANTS * _consonant_windows(encoded) if long_runs else 0.0
+def _estimate_piece(encoded: bytes) -> float:
+    """The estimate of UTF-8 bytes (a character split at either end still counts once, by its lead byte),
+    with the extra of long runs and of rare letter sequences."""
+    rare = _PER_CONSONANTS * _consonant_windows(encoded)
     if len(encoded) < _SHORT:
-        return _estimate_short(encoded.translate(_CODES, _CONTINUATION_BYTES), long_runs) + rare
+        return _estimate_short(encoded.translate(_CODES, _CONTINUATION_BYTES)) + rare
     codes = np.frombuffer(encoded.translate(_CODES, _CONTINUATION_BYTES), np.uint8)
     steps = codes[1:] - codes[:-1]  # uint8: wraps around, which the case test below allows for
     case_breaks = np.count_nonzero(steps == _CASE_STEP)
     runs = 1 + np.count_nonzero(steps) - case_breaks - np.count_nonzero(steps == 256 - _CASE_STEP)
     return (int(codes.sum(dtype=np.uint32)) / _UNIT + _PER_RUN * runs + _PER_CASE_BREAK * case_breaks
-            + (_long_runs(codes, steps) if long_runs else 0.0) + rare)
+            + _long_runs(codes, steps) + rare)
 
 
 def _consonant_windows(encoded: bytes) -> int:
-    """Places where three lowercase consonants stand in a row (see _PER_CONSONANTS): the 1s of the
-    consonant mask ANDed with itself shifted by one and two bytes, on a big integer or in numpy."""
+    """Places where three lowercase consonants stand in a row (see _PER_CONSONANTS), other than three of
+    one letter ("xxx", "qqqq…": a long run, priced as one, and BPE has tokens for such runs: "x" * 1000
+    is 125 tokens, and was estimated 1,326 with them): the 1s of the consonant mask ANDed with itself
+    shifted by one and two bytes, on a big integer or in numpy."""
     mask = encoded.translate(_CONSONANTS)
     if _THREE not in mask:
         return 0
     if len(mask) < _SHORT:
         bits = int.from_bytes(mask, "big")
-        return (bits & bits >> 8 & bits >> 16).bit_count()
-    ones = np.frombuffer(mask, np.uint8)
-    pairs = ones[:-1] & ones[1:]
-    np.bitwise_and(pairs[:-1], ones[2:], out=pairs[:-1])  # in place: 10x faster than a third array
-    return int(np.count_nonzero(pairs[:-1]))
+        windows = (bits & bits >> 8 & bits >> 16).bit_count()
+        if any(tripled in encoded for tripled in _TRIPLED):  # rare in short texts: a regular expression
+            windows -= sum(match.end() - match.start() - 2 for match in _TRIPLED_RUNS.finditer(encoded))
+        return windows
+    return int(np.count_nonzero(_rare_triples(np.frombuffer(mask, np.uint8), np.frombuffer(encoded, np.uint8))))
+
+
+def _rare_triples(ones: np.ndarray, raw: np.ndarray) -> np.ndarray:
+    """Where the consonant mask `ones` (of the bytes `raw`) starts three consonants that are not three
+    of one letter: an array 2 shorter than `raw`, non-zero there."""
+    triples = ones[:-1] & ones[1:]
+    np.bitwise_and(triples[:-1], ones[2:], out=triples[:-1])  # in place: 10x faster than a third array
+    triples = triples[:-1]
+    same = raw[1:] == raw[:-1]
+    same = same[:-1] & same[1:]  # raw[i] == raw[i + 1] == raw[i + 2]
+    triples[same] = 0
+    return triples
 
 
 def _long_runs(codes: np.ndarray, steps: np.ndarray) -> float:
@@ -192,7 +207,7 @@ _CASE_DOWN = _CASE_UP[::-1]
 _LONG_EQUAL = bytes(_LONG_RUN - 1)  # that many equal neighbours in a row: a run of _LONG_RUN codes
 
 
-def _estimate_short(codes: bytes, long_runs: bool = True) -> float:
+def _estimate_short(codes: bytes) -> float:
     """`_estimate_piece` of a short text's codes, the same figure without numpy.
 
     A run is a group of equal codes: every code but the first starts one unless it equals the code
@@ -209,7 +224,7 @@ def _estimate_short(codes: bytes, long_runs: bool = True) -> float:
         changes = int.from_bytes(codes[1:], "big") ^ int.from_bytes(codes[:-1], "big")
         equal = changes.to_bytes(size - 1, "big")  # a zero byte: a code equal to the one before it
         runs -= equal.count(0)
-        if long_runs and _LONG_EQUAL in equal and any(needle in codes for needle in _LONG_NEEDLES):
+        if _LONG_EQUAL in equal and any(needle in codes for needle in _LONG_NEEDLES):
             extra = _long_runs_short(codes)  # rare: the equal neighbours are mostly indentation
     return sum(codes) / _UNIT + _PER_RUN * (max(1, runs) - up - down) + _PER_CASE_BREAK * up + extra
 
@@ -225,34 +240,28 @@ def estimate_tokens(text: str | bytes, kind: str = "text") -> int:
     if kind == "binary":
         size = len(text.encode("utf-8", "surrogatepass")) if isinstance(text, str) else len(text)
         return round(size * _BINARY_PER_BYTE)
-    # by UTF-8 bytes, as the stored chunks are estimated: 256K characters of accented text are ~300 KiB
-    long_runs = len(text) <= _LONG_RUNS_UP_TO and (
-        not isinstance(text, str) or text.isascii() or len(text.encode("utf-8", "surrogatepass")) <= _LONG_RUNS_UP_TO)
     if isinstance(text, str):
-        total = sum(_estimate_piece(text[start:start + _CHUNK].encode("utf-8", "surrogatepass"), long_runs)
+        total = sum(_estimate_piece(text[start:start + _CHUNK].encode("utf-8", "surrogatepass"))
                     for start in range(0, len(text), _CHUNK))
     else:
-        total = sum(_estimate_utf8(_valid_utf8(piece), long_runs) for piece in pieces(bytes(text)))
+        total = sum(_estimate_utf8(_valid_utf8(piece)) for piece in pieces(bytes(text)))
     return _rounded(total)
 
 
 def estimate_chunks(chunks: Iterable[Any]) -> int:
     """`estimate_tokens` of stored chunks (`.data` and `.bad`, the count of invalid UTF-8 bytes) without
     decoding the valid ones: the offloader has already checked every chunk while cutting it."""
-    chunks = list(chunks)
-    long_runs = sum(len(chunk.data) for chunk in chunks) <= _LONG_RUNS_UP_TO
-    return _rounded(sum(_estimate_utf8(chunk.data if not chunk.bad else _valid_utf8(bytes(chunk.data)), long_runs)
+    return _rounded(sum(_estimate_utf8(chunk.data if not chunk.bad else _valid_utf8(bytes(chunk.data)))
                         for chunk in chunks))
 
 
 # Sampled estimates. The token figure of a stored result is only shown (whether a result fits is decided
-# before, on the whole of a far smaller text: see `surely_over`), yet estimating all of it took 2-2.7 ms a
-# MB here, as long as writing the MB to disk and the largest part of storing a big result. So a result of
-# more than SAMPLE_ABOVE bytes is estimated from _SAMPLES windows of _WINDOW bytes, one in the middle of
-# each of as many equal strata, priced as the whole would be (without the long-run and rare-letter extras,
-# which only texts up to _LONG_RUNS_UP_TO get). The stratified figure is raised by two standard errors
-# (adjacent strata compared in pairs, which overstates the error), rounded up to 3 significant digits,
-# and labelled as sampled wherever it is shown.
+# before, on the whole of a far smaller text: see `surely_over`), yet estimating all of it took 3.5 ms a
+# MB here, longer than writing the MB to disk and the largest part of storing a big result. So a result
+# of more than SAMPLE_ABOVE bytes is estimated from _SAMPLES windows of _WINDOW bytes, one in the middle
+# of each of as many equal strata, priced as the whole would be. The stratified figure is raised by two
+# standard errors (adjacent strata compared in pairs, which overstates the error), rounded up to 3
+# significant digits, and labelled as sampled wherever it is shown.
 SAMPLE_ABOVE = 1 << 19
 _SAMPLES, _WINDOW = 64, 4096
 
@@ -268,39 +277,49 @@ def estimate_sampled(data: bytes | memoryview) -> int:
     for i in range(_SAMPLES):
         start = char_boundary(view, int(i * stratum + (stratum - _WINDOW) / 2))
         windows.append(_valid_utf8(bytes(view[start:char_boundary(view, start + _WINDOW)])))
-    rates = _window_estimates(windows) / np.array([len(window) for window in windows])
-    total = stratum * float(rates.sum())
+    sizes = np.array([len(window) for window in windows])
+    estimates, long_runs = _window_estimates(windows)
+    rates = estimates / sizes
+    total = stratum * float(rates.sum()) + long_runs * size / sizes.sum()
     spread = float(np.square(stratum * (rates[0::2] - rates[1::2])).sum())
-    total += 2 * math.sqrt(spread * (1 - _SAMPLES * _WINDOW / size))
+    total += 2 * math.sqrt(spread * (1 - sizes.sum() / size))
     step = 10 ** max(0, len(str(int(total))) - 3)
     return int(-(-total // step) * step)
 
 
-def _window_estimates(windows: list[bytes]) -> np.ndarray:
-    """`_estimate_piece(window, long_runs=False)` of each window (of at most 65,535 bytes), in one set
-    of numpy passes over all of them: a pass per window cost more in numpy calls than in work."""
+def _window_estimates(windows: list[bytes]) -> tuple[np.ndarray, float]:
+    """`_estimate_piece` of each window (of at most 65,535 bytes) less the extra of long runs, and that
+    extra for all of them: one set of numpy passes over every window (a pass per window cost more in
+    numpy calls than in work). Long runs are few and the same in every part of a text, so they are
+    not attributed to windows."""
     parts = [window.translate(_CODES, _CONTINUATION_BYTES) for window in windows]
     starts = np.cumsum([0] + [len(part) for part in parts[:-1]])
     codes = np.frombuffer(b"".join(parts), np.uint8)
     steps = codes[1:] - codes[:-1]
     steps[starts[1:] - 1] = 0  # the step from one window into the next is neither a run nor a case break
 
-    def per_window(marks: np.ndarray) -> np.ndarray:  # uint16 from a uint8 view: no cast of every element
-        return np.add.reduceat(marks.view(np.uint8), starts, dtype=np.uint16).astype(np.int64)
+    def per_window(marks: np.ndarray, at: np.ndarray = starts) -> np.ndarray:
+        # uint16 from a uint8 view: no cast of every element
+        return np.add.reduceat(marks.view(np.uint8), at, dtype=np.uint16).astype(np.int64)
 
     case_breaks = per_window(steps == _CASE_STEP)
     changes = per_window(steps != 0) - per_window(steps == 256 - _CASE_STEP) - case_breaks
+    # rare letter sequences: windows joined by a byte that is no consonant, so none spans two of them
+    joined = b"\x00".join(windows)
+    triples = _rare_triples(np.frombuffer(joined.translate(_CONSONANTS), np.uint8), np.frombuffer(joined, np.uint8))
+    consonants = per_window(triples, np.cumsum([0] + [len(window) + 1 for window in windows[:-1]]))
+    steps[starts[1:] - 1] = 1  # for long runs, a window's end ends its run
     return (np.add.reduceat(codes, starts, dtype=np.uint32) / _UNIT + _PER_RUN * (1 + changes)
-            + _PER_CASE_BREAK * case_breaks)
+            + _PER_CASE_BREAK * case_breaks + _PER_CONSONANTS * consonants), _long_runs(codes, steps)
 
 
 def _rounded(total: float) -> int:
     return int(total) + 2 if total else 0  # round up, plus a token of slack that only matters for short texts
 
 
-def _estimate_utf8(encoded: bytes | memoryview, long_runs: bool = True) -> float:
+def _estimate_utf8(encoded: bytes | memoryview) -> float:
     """`_estimate_piece` over `encoded` in pieces of _BYTES (a chunk's view is copied a piece at a time)."""
-    return sum(_estimate_piece(bytes(encoded[start:start + _BYTES]), long_runs)
+    return sum(_estimate_piece(bytes(encoded[start:start + _BYTES]))
                for start in range(0, len(encoded), _BYTES))
 
 

@@ -456,31 +456,66 @@ def test_speed_report():
 
 def test_consonant_windows_are_counted_alike_below_and_above_the_short_path():
     """Big-integer shifts below tokens._SHORT bytes, numpy from there: both count every place where three
-    lowercase ASCII consonants stand in a row, overlapping, and nothing else (bytes >= 0x80 never)."""
+    lowercase ASCII consonants stand in a row, overlapping, other than three of one letter, and nothing
+    else (bytes >= 0x80 never)."""
     rng = random.Random(5)
     pool = b"bcdfxyz aeiou BCD1.\n" + bytes([0xE2, 0xF8, 0xE4, 0x80])  # 0xE2 & 0x7F == "b": not a consonant
+    not_one_letter = rb"(?=([bcdfghjklmnpqrstvwxz])(?!\1\1)[bcdfghjklmnpqrstvwxz]{2})"
     for size in (0, 1, 2, 3, 2046, 2047, 2048, 2049, 5000, 70_000):
-        for _ in range(5):
-            data = bytes(rng.choice(pool) for _ in range(size))
-            expected = len(re.findall(rb"(?=[bcdfghjklmnpqrstvwxz]{3})", data))
-            assert tokens._consonant_windows(data) == expected, size
+        for repeats in (False, True):
+            for _ in range(5):
+                data = bytes(rng.choice(pool) for _ in range(size))
+                if repeats:  # runs of one letter, in and around others
+                    data = b"".join(bytes([byte]) * rng.choice((1, 1, 2, 3, 5)) for byte in data)[:max(size, 3)]
+                expected = len(re.findall(not_one_letter, data))
+                assert tokens._consonant_windows(data) == expected, (size, repeats)
 
 
-def test_a_text_is_priced_alike_as_str_and_as_bytes_near_the_long_run_limit():
-    """What is looked for only in texts up to 256 KiB (long runs, rare letter sequences) is decided by
-    UTF-8 bytes for a str too, as for the stored chunks: 250,000 characters with accents are 310 KB, and
-    the str was priced 10% above its bytes (found in review)."""
+def test_runs_of_one_letter_are_not_priced_as_rare_letter_sequences():
+    """"xxx" is three consonants in a row but no random string: BPE has tokens for runs of one letter
+    ("x" * 1000 is 125 tokens), and counting its windows priced it at 1,326. A long run is priced as one
+    (527), random letters still pay (ids within 10% of both tokenizers), and the 7.4 MB log of q-runs the
+    proxy test passes through a 5M-token budget (2.6M real tokens) estimates under it."""
+    for letter in "bcdfghjklmnpqrstvwxz":
+        assert estimate_tokens(letter * 1000) == estimate_tokens("D" * 1000)
+    ids = " ".join(f"art_{''.join(rng.choices('abcdefghijklmnopqrstuvwxyz234567', k=16))}" for _ in range(2000))
+    assert estimate_tokens(ids) >= 0.9 * max(O200K(ids), CL100K(ids))
+    log = "".join(f"row {i:06d} status=ok payload=" + "q" * (20 + i % 50) + "\n" for i in range(10_000))
+    assert max(O200K(log), CL100K(log)) <= estimate_tokens(log) <= 1.5 * max(O200K(log), CL100K(log))
+
+
+def test_a_text_is_priced_alike_as_str_as_bytes_and_as_chunks_at_any_size():
+    """Long runs and rare letter sequences are priced in every estimate, whatever its size: they were
+    only looked for up to 256 KiB (of characters for a str, of bytes otherwise), and 250,000 accented
+    characters (310 KB) once estimated 178,946 as str and 139,829 as bytes (found in review)."""
     from offload.store.chunking import chunk_bytes
     from offload.tokens import estimate_chunks
 
     rng = random.Random(11)
     text = " ".join("".join(rng.choice("bcdfgéé") for _ in range(rng.randint(2, 9))) for _ in range(45_000))
-    text = text[:250_000]
-    data = text.encode()
-    assert len(text) <= tokens._LONG_RUNS_UP_TO < len(data)
-    by_bytes = estimate_tokens(data)
-    assert abs(estimate_tokens(text) - by_bytes) <= 0.001 * by_bytes
-    assert abs(estimate_chunks(list(chunk_bytes(data))) - by_bytes) <= 0.001 * by_bytes
+    for size in (250_000, 1_100_000):
+        piece = (text * 5)[:size]
+        data = piece.encode()
+        by_bytes = estimate_tokens(data)
+        assert abs(estimate_tokens(piece) - by_bytes) <= 0.001 * by_bytes
+        assert abs(estimate_chunks(list(chunk_bytes(data))) - by_bytes) <= 0.001 * by_bytes
+
+
+@pytest.mark.parametrize("name", ["ids: base32", "ids: random lowercase words", "ids: temp files and pods",
+                                  "punctuation: regex literals"])
+def test_texts_over_256_kib_are_priced_like_short_ones(name):
+    """A big text of ids or runs is as far above the tokenizers as a short one (it used to be priced
+    without its rare letter sequences and long runs past 256 KiB, and fell to 0.57-0.74 of cl100k):
+    now a large budget cannot let such a text through on an undercount. The sample of a stored result
+    prices them too."""
+    from offload.tokens import estimate_sampled
+
+    text = CORPORA[name][2]()
+    big = "\n".join([text] * (300_000 // len(text) + 1))
+    assert len(big.encode()) > 256 << 10
+    real = max(O200K(big), CL100K(big))
+    assert estimate_tokens(big) >= 0.9 * real, (estimate_tokens(big), real)
+    assert estimate_sampled((big * 2).encode()) >= 0.9 * 2 * real
 
 
 def test_a_large_result_is_estimated_from_a_sample_that_stays_at_or_above_the_whole_estimate():
@@ -599,7 +634,9 @@ def test_the_short_text_path_gives_the_numpy_figure_exactly():
         up = np.count_nonzero(steps == tokens._CASE_STEP)
         runs = 1 + np.count_nonzero(steps) - up - np.count_nonzero(steps == 256 - tokens._CASE_STEP)
         consonants = np.frombuffer(encoded.translate(tokens._CONSONANTS), np.uint8)
-        windows = np.count_nonzero(consonants[:-2] & consonants[1:-1] & consonants[2:])
+        raw = np.frombuffer(encoded, np.uint8)
+        one_letter = (raw[:-2] == raw[1:-1]) & (raw[1:-1] == raw[2:])
+        windows = np.count_nonzero((consonants[:-2] & consonants[1:-1] & consonants[2:]) & ~one_letter)
         return (int(codes.sum(dtype=np.uint32)) / tokens._UNIT + tokens._PER_RUN * runs
                 + tokens._PER_CASE_BREAK * up + tokens._long_runs(codes, steps) + tokens._PER_CONSONANTS * windows)
 
@@ -607,7 +644,7 @@ def test_the_short_text_path_gives_the_numpy_figure_exactly():
     alphabet = "aAbZqstx 0 9\n\t.,{}é中😀—\ufffd"
     samples = [b"\x80\x80", "camelCaseWordsAndMORE".encode(), b"strength rhythm xkcd", b"bcd", b"bc"]
     samples += ["".join(rng.choice(alphabet) for _ in range(n)).encode() for n in range(1, 700, 2)]
-    runs_of = ["[", "a", "B", "é", " ", "-", "1"]  # long runs: some priced extra, some not
+    runs_of = ["[", "a", "B", "é", " ", "-", "1", "x", "q"]  # long runs: some priced extra, some not
     samples += ["".join(rng.choice(runs_of) * rng.randrange(1, 40) for _ in range(n)).encode() for n in range(1, 60)]
     for encoded in samples:
         assert len(encoded) < tokens._SHORT

@@ -230,15 +230,19 @@ class _Slot:
             self.depth_limited = self.depth_limited or longest > 0
             return
         cap = NESTED_SAMPLE if repeated else SAMPLE
+        total = sum(lengths)
         elements: list = []
-        for value, length in zip(arrays, lengths):
-            if work[0] - len(elements) <= 0:
-                break
-            if length <= cap:
-                elements.extend(value)
-            else:
-                elements.extend(value[index] for index in sample_indices(length, cap))
-        self.elements_total += sum(lengths)
+        if longest <= cap and total < work[0]:  # every element, in one C call (thousands of short arrays)
+            elements = list(chain.from_iterable(arrays))
+        else:
+            for value, length in zip(arrays, lengths):
+                if work[0] - len(elements) <= 0:
+                    break
+                if length <= cap:
+                    elements.extend(value)
+                else:
+                    elements.extend(value[index] for index in sample_indices(length, cap))
+        self.elements_total += total
         self.elements_seen += len(elements)
         if longest and self.element is None:
             self.element = _Slot()

@@ -12,7 +12,6 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
-import logging
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
@@ -26,7 +25,6 @@ from ...tools.schemas import OUTPUT_SCHEMAS, TOOLS
 if TYPE_CHECKING:
     from ...offloader import Offloader
 
-log = logging.getLogger("offload")
 
 LOCAL_TOOLS = tuple(TOOLS)  # fetch_slice, query_artifact: answered by the proxy itself
 
@@ -120,7 +118,7 @@ def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, 
         with _borrowed(item) as payload:
             if payload is None:
                 continue
-            out = _process(off, tool, payload.value, args=args, session=session)
+            out = off.process(tool, payload.value, args=args, session=session)
             if out is payload.value:
                 continue
             payload.replaced = True
@@ -161,20 +159,6 @@ def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, 
     if structured is not None:
         rewritten["structuredContent"] = new_structured
     return rewritten
-
-
-_SURELY_OVER = 64  # bytes per token no real text reaches: a payload this many times its budget is over it
-
-
-def _process(off: "Offloader", tool: str, value: str | bytes, *, args: dict | None, session: str | None) -> Any:
-    """`off.process`, skipping its measurement when the size alone settles it (a full token count of
-    50 MB is a tenth of a second and a decoded copy); should storing fail, `process` fails open as ever."""
-    if len(value) > _SURELY_OVER * off.settings.limit_for(tool):
-        try:
-            return off.put(value, tool=tool, args=args, session=session)
-        except Exception as exc:  # noqa: BLE001 - process() retries and returns an unstored preview
-            log.warning("offload proxy: storing the result of %s failed (%s); retrying fail-open", tool, exc)
-    return off.process(tool, value, args=args, session=session)
 
 
 @dataclass
