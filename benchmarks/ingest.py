@@ -19,8 +19,9 @@ by timing the functions it calls: on the caller's thread chunking (with the char
 counts), detect, the token estimate, the preview and Store.put (the artifact row, and below 4 MiB the
 content with it); from 4 MiB the content is hashed, then written ahead, on a worker thread while it is
 chunked and its reference built (Store.put_content, the write alone). The JSON item index is built
-inside whichever write stores the content. "waiting" is the rest of the put: the hash (below 4 MiB),
-rendering the reference, and waiting for the worker's hash and write (from 4 MiB).
+inside whichever write stores the content. "waiting" is the rest of the put: the hash (by the caller
+below 512 KiB, on a worker from there), rendering the reference, and waiting for the worker's hash and
+write (from 4 MiB).
 Each timed put follows one small put on the same store, outside the timing: a running agent's store
 has compiled its statements by its second call (that costs ~5 ms once).
 
@@ -306,8 +307,9 @@ def main() -> None:
         srows.append([c["kind"], c["size_mb"], C.fmt_ms(put)] +
                      [f"{C.fmt_ms(st[k])} ({st[k] / put:.0%})" for k in labels])
     print("\n## Where Offloader.put spends its time on SQLite (ms, share of put)\n")
-    print("The caller's thread: " + ", ".join(Stages.MAIN) + ", then waiting (the hash below 4 MiB, rendering, "
-          "and the worker's hash and write from 4 MiB). On a worker thread from 4 MiB, after the hash, overlapping "
+    print("The caller's thread: " + ", ".join(Stages.MAIN) + ", then waiting (the hash: the caller's below "
+          "512 KiB, a worker's from there; rendering; and the worker's write from 4 MiB). On a worker thread "
+          "from 4 MiB, after the hash, overlapping "
           "the token estimate and the preview: "
           + ", ".join(Stages.AHEAD) + ". Inside whichever write stores the content: " + ", ".join(Stages.NESTED)
           + ".\n")

@@ -21,7 +21,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from offload.content import Detected, build_preview, detect, parse_json
+from offload.content import Detected, build_preview, detect, gc_paused, parse_json
+from offload.content.detect import pause_gc, resume_gc
 
 from counting import BUDGETS, COUNTERS, crude, o200k  # noqa: E402,F401
 
@@ -282,6 +283,23 @@ def test_parse_json_errors_name_the_byte_and_gc_is_restored():
         parse_json(b"[" * 5000 + b"]" * 5000)
     assert parse_json(b"\xef\xbb\xbf[NaN]")[0] != parse_json(b"[NaN]")[0]  # NaN, through the BOM
     assert gc.isenabled()
+
+
+def test_the_collector_comes_back_when_the_last_pause_ends_and_only_if_it_was_on():
+    assert gc.isenabled()
+    pause_gc()  # another thread's pause (a worker freeing a parsed document)
+    with gc_paused():
+        assert not gc.isenabled()
+    assert not gc.isenabled()  # leaving first must not turn it on under the other
+    resume_gc()
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        with gc_paused():
+            pass
+        assert not gc.isenabled()  # it was off before: it stays off
+    finally:
+        gc.enable()
 
 
 def test_detected_defaults():

@@ -235,6 +235,15 @@ def test_budgets_from_the_environment(sqlite_url, monkeypatch):
     assert isinstance(Offloader(sqlite_url).process("fetch_page", two_k), Reference)
 
 
+def test_an_unknown_setting_in_code_is_an_error_naming_the_right_one(tmp_path):
+    # ignored, `store=` would have put the caller's artifacts in the per-user store without a word
+    with pytest.raises(TypeError, match=r"unknown setting 'store'; the settings are .*\burl\b"):
+        Offloader(store=f"sqlite:///{tmp_path / 's.db'}")
+    with pytest.raises(TypeError, match=r"unknown setting 'ttl_day' \(did you mean 'ttl_days'\?\)"):
+        Offloader(f"sqlite:///{tmp_path / 's.db'}", ttl_day=3)
+    assert not (tmp_path / "s.db").exists()
+
+
 def test_budgets_from_a_toml_config_file(sqlite_url, tmp_path, monkeypatch, real_count):
     config = tmp_path / "offload.toml"
     config.write_text('reference_tokens = 400\n\n[limits]\nglob = 500\n\n[aliases]\n"ls_*" = "glob"\n')
@@ -327,6 +336,25 @@ def test_done_when_a_multi_mb_grep_becomes_a_small_exact_reference(off, store_ur
     # its token figure comes from a sample, and every place that shows it says so
     assert ref.tokens_sampled and f"about {ref.tokens:,} tokens (estimated from a sample)" in text
     assert ref.to_dict()["tokens_sampled"] is True and ref.to_dict()["tokens_estimated"] is True
+
+
+def test_a_big_json_document_is_freed_by_a_worker_and_the_collector_resumes(tmp_path):
+    import gc
+
+    data = json.dumps([{"id": i, "tags": ["a", "b"], "owner": {"name": f"u{i}"}} for i in range(20_000)]).encode()
+    assert len(data) > 512 * 1024  # from _HASH_ASIDE the document is handed to a worker to free
+    off = Offloader(url=f"sqlite:///{tmp_path / 's.db'}")
+    off.put(b"[1]", tool="api")
+    gc.collect()
+    before = len(gc.get_objects())
+    ref = off.put(data, tool="api")
+    assert ref.items == 20_000 and off._freeing is not None
+    off.close()  # waits for the worker
+    assert gc.isenabled()
+    # the 60,000 containers of the document are gone, not kept alive by the reference or the worker
+    assert len(gc.get_objects()) - before < 5_000
+    assert b"".join(off.iter_raw(ref.artifact_id)) == data
+    off.close()
 
 
 def test_done_when_every_hint_of_a_multi_mb_json_runs_from_a_fresh_process(off, store_url, real_count, tmp_path):

@@ -10,6 +10,7 @@ import csv
 import gc
 import json
 import re
+import threading
 from contextlib import contextmanager
 from typing import Any, Iterator
 
@@ -18,7 +19,8 @@ import orjson
 from offload.content.binary import sniff_binary
 from offload.utf8 import invalid_bytes
 
-__all__ = ["Detected", "InvalidJSON", "detect", "gc_paused", "parse_json", "GREP_TOOLS", "MAX_JSON_DEPTH"]
+__all__ = ["Detected", "InvalidJSON", "detect", "gc_paused", "parse_json", "pause_gc", "resume_gc", "GREP_TOOLS",
+           "MAX_JSON_DEPTH"]
 
 MAX_JSON_DEPTH = 1024  # orjson's fixed limit; json.loads gives up sooner (the recursion limit)
 GREP_TOOLS = frozenset(
@@ -116,20 +118,45 @@ def parse_json(data: bytes) -> Any:
         raise InvalidJSON(first_error.msg, _byte_offset(data, first_error.pos)) from None
 
 
+# The collector stays off while any thread is inside `gc_paused` or holds a pause (`pause_gc`), and
+# comes back on when the last one leaves, if it was on when the first came: a thread leaving first
+# must not turn it on while another still holds millions of young containers (a collection would walk
+# them all, seconds at 100 MB).
+_pauses = 0
+_resume = False
+_pause_lock = threading.Lock()
+
+
+def pause_gc() -> None:
+    """Hold a pause of the cyclic collector; `resume_gc` gives it back (from any thread)."""
+    global _pauses, _resume
+    with _pause_lock:
+        if _pauses == 0:
+            _resume = gc.isenabled()
+            gc.disable()
+        _pauses += 1
+
+
+def resume_gc() -> None:
+    global _pauses
+    with _pause_lock:
+        _pauses -= 1
+        if _pauses == 0 and _resume:
+            gc.enable()
+
+
 @contextmanager
 def gc_paused() -> Iterator[None]:
     """The cyclic garbage collector off for a block that builds (or holds) millions of JSON containers.
 
     A parsed document is acyclic and freed by reference counting; with the collector on, every
-    collection walks all its containers again (seconds at 100 MB). Nested use is fine.
+    collection walks all its containers again (seconds at 100 MB). Nested and concurrent use is fine.
     """
-    was_enabled = gc.isenabled()
-    gc.disable()
+    pause_gc()
     try:
         yield
     finally:
-        if was_enabled:
-            gc.enable()
+        resume_gc()
 
 
 def _byte_offset(data: bytes, char_pos: int) -> int:
