@@ -228,9 +228,8 @@ class Offloader:
         pause_gc()
         try:
             self._freeing = workers.submit(_free, held)
-        except BaseException:
-            resume_gc()  # `held` is freed here, by this thread, inside the caller's pause
-            raise
+        except RuntimeError:  # the interpreter is shutting down: freed here, inside the caller's pause
+            resume_gc()
 
     def _forget(self, stored_stderr: str | None) -> None:
         """Remove the stderr artifact of a result that was not stored: nothing may point at it now."""
