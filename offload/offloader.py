@@ -26,8 +26,7 @@ from .results import Payload, cheap_fits, to_payload
 from .settings import Settings
 from .store import Store, new_id, open_engine, utcnow
 from . import workers
-from .content import Detected, gc_paused
-from .content.detect import pause_gc, resume_gc
+from .content import Detected, gc_paused, pause_gc, resume_gc
 from .referencing import ReferenceBuilder, reason
 from .store.chunking import ItemIndex, chunk_bytes, json_item_index, ndjson_item_index
 from .tokens import TokenCounter, surely_over

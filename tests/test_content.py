@@ -21,8 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from offload.content import Detected, build_preview, detect, gc_paused, parse_json
-from offload.content.detect import pause_gc, resume_gc
+from offload.content import Detected, build_preview, detect, gc_paused, parse_json, pause_gc, resume_gc
 
 from counting import BUDGETS, COUNTERS, crude, o200k  # noqa: E402,F401
 
