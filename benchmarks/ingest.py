@@ -52,6 +52,7 @@ C.isolate_env()
 import orjson  # noqa: E402
 
 import offload.offloader as offloader_module  # noqa: E402
+import offload.writes as writes_module  # noqa: E402
 import offload.referencing as referencing_module  # noqa: E402
 from offload import Offloader  # noqa: E402
 from offload.store import Store, new_id, open_engine  # noqa: E402
@@ -107,8 +108,8 @@ class Stages:
     WRAPPED = (("chunking", offloader_module, "chunk_bytes"), ("detect", referencing_module, "detect"),
                ("tokens", TokenCounter, "count_stored"), ("preview", referencing_module, "build_preview"),
                ("Store.put", Store, "put"), ("Store.put_content", Store, "put_content"),
-               ("item index", offloader_module, "json_item_index"),
-               ("item index", offloader_module, "ndjson_item_index"))
+               ("item index", writes_module, "json_item_index"),
+               ("item index", writes_module, "ndjson_item_index"))
     MAIN = ("chunking", "detect", "tokens", "preview", "Store.put")
     AHEAD = ("Store.put_content",)
     NESTED = ("item index",)

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Optional
 
-import orjson
 import typer
 import typer.core
 
-from .errors import OffloadError
+from .errors import ExtractNotFound, OffloadError
+from .jsontext import dumps
 from .offloader import Offloader
 
 
@@ -59,7 +60,7 @@ def _main(url: Optional[str] = typer.Option(None, "--url", envvar="OFFLOAD_URL",
 
 
 def _print_json(data: Any) -> None:
-    sys.stdout.write(orjson.dumps(data, default=str, option=orjson.OPT_INDENT_2).decode() + "\n")
+    sys.stdout.write(dumps(data, indent=True).decode() + "\n")
 
 
 def _fail(exc: OffloadError) -> None:
@@ -154,12 +155,16 @@ def show(artifact_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
     ref = state.off.reference(artifact_id)
     if as_json:
         return _print_json({**meta, "reference": ref})
+    # token figures are estimates unless a real tokenizer counted them (the reference says which)
+    label = ("" if ref.get("tokens_exact") else " (estimated from a sample)" if ref.get("tokens_sampled")
+             else " (estimate)")
     for key in ("id", "tool", "kind", "content_type", "bytes", "lines", "chars", "items", "tokens",
                 "shown_tokens", "session", "namespace", "pinned", "created_at", "expires_at", "sha256"):
         if meta.get(key) is not None:
-            typer.echo(f"{key:>13}: {meta[key]}")
+            note = label if key == "tokens" else " (estimate)" if key == "shown_tokens" and label else ""
+            typer.echo(f"{key:>13}: {meta[key]}{note}")
     if meta.get("args"):
-        typer.echo(f"{'args':>13}: {orjson.dumps(meta['args']).decode()}")
+        typer.echo(f"{'args':>13}: {dumps(meta['args']).decode()}")
     if ref.get("preview"):
         typer.echo("\npreview the model saw:\n" + ref["preview"])
 
@@ -177,7 +182,7 @@ def ls(limit: int = typer.Option(50, help="Rows per page."),
     if not rows:
         typer.echo("No artifacts stored.")
         return
-    typer.echo(f"{'ID':<22} {'CREATED':<20} {'TOOL':<16} {'KIND':<7} {'BYTES':>13} {'TOKENS':>11}")
+    typer.echo(f"{'ID':<22} {'CREATED':<20} {'TOOL':<16} {'KIND':<7} {'BYTES':>13} {'~TOKENS':>11}")
     for r in rows:
         pin = " pinned" if r["pinned"] else ""
         typer.echo(f"{r['id']:<22} {r['created_at'][:19]:<20} {r['tool'][:16]:<16} {r['kind']:<7} "
@@ -189,11 +194,16 @@ def ls(limit: int = typer.Option(50, help="Rows per page."),
 @app.command()
 def rm(artifact_ids: list[str] = typer.Argument(..., help="Ids to delete.")) -> None:
     """Delete artifacts (content shared with other artifacts stays). Example: offload rm art_…"""
-    for artifact_id in artifact_ids:  # all or nothing: an unknown id fails before anything is deleted
-        state.off.get(artifact_id)
+    _check_all_exist(artifact_ids)
     for artifact_id in artifact_ids:
         state.off.delete(artifact_id)
         typer.echo(f"deleted {artifact_id}")
+
+
+def _check_all_exist(artifact_ids: list[str]) -> None:
+    """All or nothing: an unknown id fails before any artifact is changed."""
+    for artifact_id in artifact_ids:
+        state.off.get(artifact_id)
 
 
 @app.command()
@@ -258,10 +268,16 @@ def slice_(artifact_id: str,
     end = page["offset"] + page["returned"]
     typer.echo(f"— {page['unit']} {page['offset']:,}–{max(end - 1, page['offset']):,} of {page['total']:,}"
                + (f"; {page['cut']}" if page.get("cut") else ""), err=True)
+    if page.get("note"):
+        typer.echo(f"— {page['note']}", err=True)
     if page["next"]:
-        nxt = page["next"]
-        typer.echo(f"— next: offload slice {artifact_id} --unit {nxt['unit']} --offset {nxt['offset']}"
-                   + (f" --limit {nxt['limit']}" if nxt.get("limit") else ""), err=True)
+        typer.echo(f"— next: {_slice_command(page['next'])}", err=True)
+
+
+def _slice_command(call: dict[str, Any]) -> str:
+    """The command line of a `next` call, built from all of its arguments so the hint cannot drift."""
+    options = [f"--{key} {shlex.quote(str(value))}" for key, value in call.items() if key != "artifact_id"]
+    return " ".join(["offload slice", call["artifact_id"], *options])
 
 
 @app.command()
@@ -293,7 +309,7 @@ def query(artifact_id: Optional[str] = typer.Argument(None, help="Artifact to qu
         if isinstance(value, list) and result["kind"] == "grep":
             typer.echo("\n".join(value))
         else:
-            typer.echo(orjson.dumps(value, option=orjson.OPT_INDENT_2, default=str).decode())
+            typer.echo(dumps(value, indent=True).decode())
         typer.echo(f"— {result['count']:,} result(s)" + (f"; next: --offset {result['next_offset']}"
                                                        if result["next_offset"] is not None else ""), err=True)
     else:
@@ -313,7 +329,7 @@ def _query_all(tool: str | None, since, kwargs: dict) -> None:
                     line["derived_artifact_id"] = out.get("artifact_id")
             except OffloadError as exc:
                 line = {"artifact_id": row["id"], "tool": row["tool"], "ok": False, "error": exc.model_message()}
-            sys.stdout.write(orjson.dumps(line, default=str).decode() + "\n")
+            sys.stdout.write(dumps(line).decode() + "\n")
         if cursor is None:
             return
 
@@ -339,6 +355,8 @@ def rerun(extract: Optional[str] = typer.Option(None, "--extract", help="Rerun t
     Example: offload rerun --since 1d
     """
     results = state.off.rerun(extract_id=extract, artifact_id=artifact, since=_since(since))
+    if extract is not None and not results:
+        raise ExtractNotFound(extract)
     if as_json:
         _print_json({"results": results})
     else:
@@ -385,6 +403,7 @@ def mcp_(http: bool = typer.Option(False, "--http", help="Serve streamable HTTP 
 @app.command()
 def pin(artifact_ids: list[str] = typer.Argument(..., help="Ids to keep through TTL expiry and quota eviction.")) -> None:
     """Pin artifacts so gc keeps them. Example: offload pin art_…"""
+    _check_all_exist(artifact_ids)
     for artifact_id in artifact_ids:
         state.off.pin(artifact_id, True)
         typer.echo(f"pinned {artifact_id}")
@@ -393,6 +412,7 @@ def pin(artifact_ids: list[str] = typer.Argument(..., help="Ids to keep through 
 @app.command()
 def unpin(artifact_ids: list[str] = typer.Argument(..., help="Ids to release.")) -> None:
     """Unpin artifacts (they expire and can be evicted again). Example: offload unpin art_…"""
+    _check_all_exist(artifact_ids)
     for artifact_id in artifact_ids:
         state.off.pin(artifact_id, False)
         typer.echo(f"unpinned {artifact_id}")

@@ -82,6 +82,10 @@ class QuotaExceeded(StoreError):
     status = 507
     code = "quota_exceeded"
 
+    def __init__(self, message: str, size: int = 0):
+        self.size = size  # the bytes that did not fit: what a gc must make room for
+        super().__init__(message)
+
 
 class ContextBudgetExceeded(OffloadError):
     status = 413

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import difflib
 import functools
-import hashlib
 import inspect
 import logging
 import threading
@@ -20,7 +19,8 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
-from .errors import QuotaExceeded, StoreError
+from .errors import InvalidArgument, QuotaExceeded, StoreError
+from .jsontext import dumps
 from .reference import Reference
 from .results import Payload, cheap_fits, to_payload
 from .settings import Settings
@@ -28,21 +28,13 @@ from .store import Store, new_id, open_engine, utcnow
 from . import workers
 from .content import Detected, gc_paused, pause_gc, resume_gc
 from .referencing import ReferenceBuilder, reason
-from .store.chunking import ItemIndex, chunk_bytes, json_item_index, ndjson_item_index
+from .store.chunking import chunk_bytes
 from .tokens import TokenCounter, surely_over
 from .tools.query import QueryRunner
 from .tools.slicing import SliceRequest, Slicer, content_digest
+from .writes import HASH_ASIDE, PendingWrite, sha256_hex
 
 log = logging.getLogger("offload")
-
-# Bytes from which a result is hashed on a worker thread while it is chunked, and its bytes written there
-# while its reference is built. Below, handing the write to a thread costs more than it saves: the
-# threads take turns on the GIL every 5 ms, and the work of a 1 MB result takes ~10 ms (measured: 14 ->
-# 13 ms for 1 MB of grep output, 84 -> 65 ms for 1 MB of JSON). The hash alone is one call that releases
-# the GIL, so from _HASH_ASIDE it runs beside the chunking (1 MB of grep output 13.2 -> 13.0 ms, 2 MB of
-# log 16.8 -> 15.6 ms, medians of 9-11 alternating rounds; JSON within its noise).
-_ASIDE = 4 << 20
-_HASH_ASIDE = 512 << 10
 
 
 class Offloader:
@@ -106,7 +98,11 @@ class Offloader:
             return None
         payload = None
         try:
-            payload = to_payload(result)
+            try:
+                payload = to_payload(result)
+            except Exception:  # noqa: BLE001 - not JSON-able (a custom object, a cycle): its repr is measured
+                log.warning("offload could not serialize the result of %s; measuring its repr", tool, exc_info=True)
+                payload = to_payload(repr(result))
             if self._fits(tool, payload):
                 return result
         except Exception:  # noqa: BLE001 - measuring must never fail a tool call; store it instead
@@ -116,7 +112,7 @@ class Offloader:
                                  args=args, session=session)
         except Exception as exc:  # noqa: BLE001 - fail open: a tool call never fails because offload did
             log.exception("offload failed on the result of %s; returning an unstored preview", tool)
-            return self.references.unstored(tool, result, exc)
+            return self.references.unstored(tool, result, exc, self._limit_or_none(tool))
 
     def put(self, data: Any, *, tool: str, args: dict | None = None, session: str | None = None) -> Reference:
         """Store `data` whatever its size (the CLI's `put`) and return the reference the model would get."""
@@ -126,20 +122,40 @@ class Offloader:
         key = self.settings.budget_key(tool)
         limit = self.settings.limit(key)
         if payload.is_shell:
-            err_limit = self.settings.limit("shell_stderr") if key == "shell" else limit
-            stderr = payload.stderr or b""
-            if len(payload.data) <= limit and len(stderr) <= err_limit:
-                return True
-            if not self.counter.exact and (surely_over(len(payload.data), limit) or surely_over(len(stderr), err_limit)):
-                return False  # as below
-            out_ok = self.counter.count(payload.text or payload.data, "text") <= limit
-            return out_ok and self.counter.count(stderr, "text") <= err_limit
+            return self._shell_fits(key, limit, payload)
         if cheap_fits(payload, limit):
             return True
         if not self.counter.exact and surely_over(len(payload.data), limit):
             return False  # the result's reference estimates it once, not twice (~2 ms a MB)
         kind = "json" if payload.is_object else "text"
         return self.counter.count(payload.text if payload.text is not None else payload.data, kind) <= limit
+
+    def _limit_or_none(self, tool: str) -> int | None:
+        try:
+            return self.settings.limit_for(tool)
+        except Exception:  # noqa: BLE001 - the last resort must not fail on a setting
+            return None
+
+    def _shell_fits(self, key: str, limit: int, payload: Payload) -> bool:
+        """stdout within its limit, stderr within its own (a shell tool's: `shell_stderr`), and the two
+        together within their sum and the window's share: a result never takes more of the window
+        than one result may. Under another tool's name, stdout and stderr share its one limit."""
+        if key == "shell":
+            err_limit = self.settings.limit("shell_stderr")
+            total_limit = min(limit + err_limit, self.settings.window_cap or limit + err_limit)
+        else:
+            err_limit = total_limit = limit
+        out, err = payload.data, payload.stderr or b""
+        sizes = ((len(out), limit), (len(err), err_limit), (len(out) + len(err), total_limit))
+        if all(size <= allowed for size, allowed in sizes):
+            return True
+        if not self.counter.exact and any(surely_over(size, allowed) for size, allowed in sizes):
+            return False  # as below
+        out_tokens = self.counter.count(payload.text or out, "text")
+        if out_tokens > limit:
+            return False
+        err_tokens = self.counter.count(err, "text")
+        return err_tokens <= err_limit and out_tokens + err_tokens <= total_limit
 
     def _offload(self, tool: str, payload: Payload, *, args: dict | None, session: str | None,
                  fail_open: bool = True, parent_id: str | None = None) -> Reference:
@@ -154,7 +170,7 @@ class Offloader:
     def _offload_paused(self, tool: str, payload: Payload, *, args: dict | None, session: str | None,
                         fail_open: bool, parent_id: str | None) -> Reference:
         references = self.references
-        target = references.target
+        target = references.target_for(self.settings.limit_for(tool))
         data = payload.data
         stderr_ref = None
         stored_stderr = None
@@ -174,14 +190,14 @@ class Offloader:
                 except Exception as exc:  # noqa: BLE001 - any store failure fails open
                     failure = exc
         # a large result is hashed, then written, on a worker while it is chunked and referenced here
-        write = _PendingWrite(self, data) if failure is None else None
+        write = PendingWrite(self, data) if failure is None else None
         try:
             chunks = list(chunk_bytes(data))
             if write is not None:
                 write.chunks.set_result(chunks)
             ref, detected = references.analyse(tool, data, payload, chunks,
                                                write.detected.set_result if write is not None else None)
-            ref.sha256 = write.sha256() if write is not None else _sha256(data)
+            ref.sha256 = write.sha256() if write is not None else sha256_hex(data)
             ref.same_as = self._same_result(tool, args, session, ref.sha256)  # named before fitting: it takes room
             if payload.is_shell:
                 ref.kind, ref.exit_code = "shell", payload.exit_code
@@ -220,7 +236,7 @@ class Offloader:
         tool call returns while the worker frees them. The collector stays paused until the worker is
         done (the pause is taken here, before this call's own pause ends, and given back there).
         """
-        if size < _HASH_ASIDE or detected.doc is None:
+        if size < HASH_ASIDE or detected.doc is None:
             return  # a small document frees in less than handing it over costs
         held = [detected.doc, detected.memo]
         detected.doc, detected.memo = None, {}
@@ -245,7 +261,7 @@ class Offloader:
         if session is None or args is None:
             return None
         try:
-            wanted = orjson.loads(orjson.dumps(args, default=str))  # as the args column stores them
+            wanted = orjson.loads(dumps(args))  # as the args column stores them
             for row in self.store.same_results(self.namespace, tool=tool, session=session, sha256=sha):
                 if row["args"] is not None and orjson.loads(row["args"]) == wanted:
                     return row["id"]
@@ -262,21 +278,21 @@ class Offloader:
                         stderr_artifact_id=ref.stderr_artifact_id, stderr=ref.stderr)
         return {
             "id": ref.artifact_id, "namespace": self.namespace, "session": session, "tool": tool,
-            "args": orjson.dumps(args, default=str).decode() if args is not None else None,
+            "args": dumps(args).decode() if args is not None else None,
             "kind": ref.kind, "content_type": ref.content_type, "tokens": ref.tokens,
             "shown_tokens": self.counter.count(text := ref.render()),
-            "reference": orjson.dumps({**ref.to_dict(), "text": text}).decode(),  # exactly what the model saw
-            "meta": orjson.dumps(meta, default=str).decode(),
+            "reference": dumps({**ref.to_dict(), "text": text}).decode(),  # exactly what the model saw
+            "meta": dumps(meta).decode(),
             "expires_at": utcnow() + dt.timedelta(days=ttl) if ttl else None,
         }
 
     def _quota_retried(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """A store write, and once more after a gc (expired and least recently used first) when it was
-        over quota."""
+        """A store write, and once more after a gc that makes room for it (expired, then least recently
+        used first) when it was over quota."""
         try:
             write(*args, **kwargs)
-        except QuotaExceeded:
-            self.store.gc()
+        except QuotaExceeded as exc:
+            self.store.gc(room=exc.size)
             write(*args, **kwargs)
 
     # -- decorator --------------------------------------------------------------------------
@@ -348,6 +364,7 @@ class Offloader:
                     path: str | None = None, *, session: str | None = None) -> dict[str, Any]:
         """A bounded page of a stored artifact (see offload.tools.schemas for the model-facing contract)."""
         started = time.perf_counter()
+        _within_int64(offset=offset, limit=limit)
         args = {"artifact_id": artifact_id, "offset": offset, "limit": limit, "unit": unit, "path": path,
                 "_budget": self.slicer.budget}
         row = self.store.get(artifact_id, self.namespace)
@@ -361,6 +378,7 @@ class Offloader:
                        *, session: str | None = None) -> dict[str, Any]:
         """Extract from a stored artifact; a result too big for the budget becomes a derived artifact."""
         started = time.perf_counter()
+        _within_int64(offset=offset, limit=limit, context=context)
         args = {"artifact_id": artifact_id, "jmespath": jmespath, "grep": grep, "sql": sql, "offset": offset,
                 "limit": limit, "context": context, "_budget": self.queries.budget}
         row = self.store.get(artifact_id, self.namespace)
@@ -386,7 +404,7 @@ class Offloader:
         try:
             self.store.log_extract({
                 "artifact_id": row["id"], "namespace": self.namespace, "session": session, "op": op,
-                "expression": expression, "args": orjson.dumps(args).decode(), "result_sha256": sha,
+                "expression": expression, "args": dumps(args).decode(), "result_sha256": sha,
                 "result_bytes": size, "result_artifact_id": derived_id,
                 "duration_ms": (time.perf_counter() - started) * 1000})
         except StoreError as exc:  # the answer matters more than its log line
@@ -431,9 +449,12 @@ class Offloader:
         row = self.store.get(artifact_id, self.namespace)
         return orjson.loads(row["reference"]) if row["reference"] else {}
 
-    def iter_raw(self, artifact_id: str) -> Iterator[bytes]:
+    def iter_raw(self, artifact_id: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
+        """The stored bytes [start, end) (all of them by default), a chunk at a time."""
         row = self.store.get(artifact_id, self.namespace)
-        return self.store.iter_bytes(row["sha256"])
+        if start == 0 and end is None:
+            return self.store.iter_bytes(row["sha256"])
+        return self.store.iter_range(row["sha256"], start, row["bytes"] if end is None else min(end, row["bytes"]))
 
     def list(self, **filters: Any) -> tuple[list[dict[str, Any]], str | None]:
         rows, cursor = self.store.list(self.namespace, **filters)
@@ -481,79 +502,12 @@ class Offloader:
         return self.store.verify()
 
 
-class _PendingWrite:
-    """The store write of one result's bytes, on a worker thread while the caller builds its reference
-    (from _ASIDE; a smaller result is written whole, row and bytes in one transaction, by `finish`, and
-    hashed on a worker from _HASH_ASIDE, else by the caller).
-
-    hashlib and the database work without the GIL, so this overlaps the chunking and the preview, which
-    are Python. The thread hashes the bytes (as long as a file write of them: the caller does not wait
-    for it before it needs the reference's sha256), writes the chunks the caller has cut, takes what the
-    content is once the caller has detected it (for the JSON item index, built on this thread too) and
-    commits the content alone (`Store.put_content`); the caller then adds the artifact row in a short
-    transaction of its own (`finish`). `abandon` makes a write still waiting give up, and removes
-    content already written, so nothing is left of a reference that could not be built.
-    """
-
-    def __init__(self, offloader: Offloader, data: bytes):
-        self.offloader, self.data = offloader, data
-        self.chunks: Future = Future()  # the caller's `chunk_bytes(data)`
-        self.detected: Future = Future()
-        self._sha256: Future = Future()
-        self.done: Future | None = None
-        if len(data) >= _ASIDE:
-            self.done = workers.submit(self._hash_then_write)
-        elif len(data) >= _HASH_ASIDE:
-            self._sha256 = workers.submit(_sha256, data)
-        else:
-            self._sha256.set_result(_sha256(data))
-
-    def _hash_then_write(self) -> None:
-        try:
-            sha256 = _sha256(self.data)
-        except BaseException as exc:
-            self._sha256.set_exception(exc)
-            raise
-        self._sha256.set_result(sha256)
-        self.offloader._quota_retried(self.offloader.store.put_content, self.data, sha256,
-                                      item_index=self.index, chunks=self.chunks.result())
-
-    def sha256(self) -> str:
-        return self._sha256.result()
-
-    def index(self) -> ItemIndex | None:
-        return item_index(self.detected.result(), self.data)
-
-    def finish(self, row: dict[str, Any]) -> None:
-        """Wait for the content, then store the artifact row (and the content again, if gc took it, or
-        all of it, for a small result)."""
-        if self.done is not None:
-            self.done.result()
-        try:
-            self.offloader._quota_retried(self.offloader.store.put, row, self.data, self.sha256(),
-                                          item_index=self.index, chunks=self.chunks.result())
-        except BaseException:
-            if self.done is not None:
-                self._discard()  # the content written ahead would belong to no artifact
-            raise
-
-    def abandon(self) -> None:
-        for waited in (self.chunks, self.detected):
-            if not waited.done():
-                waited.set_exception(StoreError("the reference could not be built; nothing was stored"))
-        if self.done is None:
-            return
-        try:
-            self.done.result()
-        except Exception:  # noqa: BLE001 - nothing was written
-            return
-        self._discard()
-
-    def _discard(self) -> None:
-        try:
-            self.offloader.store.discard_content(self.sha256())
-        except Exception as exc:  # noqa: BLE001 - gc removes what is left
-            log.debug("content of an unstored result left to gc: %s", exc)
+def _within_int64(**numbers: Any) -> None:
+    """Offsets and limits the store and the extract log can hold: a model may send 10**30."""
+    for name, value in numbers.items():
+        if isinstance(value, int) and not -(1 << 63) <= value < 1 << 63:
+            raise InvalidArgument(f"{name} {value} is out of range: no artifact is that large; a negative "
+                                  "offset counts from the end (offset=-40: the last 40).")
 
 
 def _free(held: list) -> None:
@@ -562,26 +516,6 @@ def _free(held: list) -> None:
         held.clear()
     finally:
         resume_gc()
-
-
-def _sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-def item_index(detected: Detected, data: bytes) -> ItemIndex | None:
-    """The byte ranges of the main array's items (JSON) or of the rows (NDJSON), for item slices.
-
-    The index only makes item pages cheap; without it they are cut from the parsed document. So a
-    failure here is logged and the result is stored without one, rather than not stored at all.
-    """
-    try:
-        if detected.kind == "json" and detected.doc is not None:
-            return json_item_index(data)
-        if detected.kind == "ndjson":
-            return ndjson_item_index(data)
-    except Exception:  # see above: stored without an index
-        log.warning("the item index of a %s result failed; stored without one", detected.kind, exc_info=True)
-    return None
 
 
 def _public(row: dict[str, Any]) -> dict[str, Any]:

@@ -139,6 +139,9 @@ class Reference:
         if self.kind == "binary":
             lines.append(f'Next: fetch_slice(artifact_id="{aid}", unit="bytes", offset=0, limit=256) reads raw bytes.')
             return "\n".join(lines)
+        stderr_aid = self.stderr_artifact_id
+        if stderr_aid and not self.bytes:  # nothing on stdout: the calls read the stored stderr
+            aid, stderr_aid = stderr_aid, None
         calls = [f'fetch_slice(artifact_id="{aid}", offset=0, limit=100) pages lines (offset=-40: the last 40)']
         if self.items is not None:
             path = f", path={_q(self.items_path)}" if self.items_path else ""
@@ -147,6 +150,8 @@ class Reference:
         ways += ['sql="SELECT … FROM artifact"'] if self.kind in ("json", "ndjson", "csv") else []
         ways.append('grep="regex", context=2')
         calls.append(f'query_artifact(artifact_id="{aid}", {" | ".join(ways)}) extracts')
+        if stderr_aid:
+            calls.append(f'the same with artifact_id="{stderr_aid}" reads stderr')
         lines.append("Next: " + "; ".join(calls) + ".")
         return "\n".join(lines)
 

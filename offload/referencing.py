@@ -36,7 +36,14 @@ class ReferenceBuilder:
     @property
     def target(self) -> int:
         """Tokens a reference may take by the counter: the estimate may undercount by 10%."""
-        return self.reference_tokens if self.counter.exact else int(self.reference_tokens * 0.9)
+        return self.target_for(self.reference_tokens)
+
+    def target_for(self, limit: int) -> int:
+        """The target of a reference standing for a result over `limit` tokens: never more than the result
+        was allowed (a small tool budget, or the window's share). Below ~250 tokens the header and the
+        next calls alone are more; the preview then shrinks to nothing and the reference says so."""
+        tokens = min(self.reference_tokens, limit)
+        return tokens if self.counter.exact else int(tokens * 0.9)
 
     def analyse(self, tool: str, data: bytes, payload: Payload | None, chunks: list[Chunk],
                 on_detected: Callable[[Detected], None] | None = None) -> tuple[Reference, Detected]:
@@ -75,7 +82,9 @@ class ReferenceBuilder:
         """
         measure = self.measure
         ref.preview, ref.omitted, ref.shape_text, ref.hints = "", "", "", []
-        preview_budget = max(target - measure(ref.render()) - 30, MIN_PREVIEW)
+        # The header alone is sized by the counter, not the real tokenizers (two encodes, ~0.5 ms): it is
+        # prose, numbers and one id, which the estimate prices at or above both; the whole is checked below.
+        preview_budget = max(target - self.counter.count(ref.render()) - 30, MIN_PREVIEW)
         keep_shape, max_hints = True, None
         for _attempt in range(6):
             preview = build_preview(detected, data, preview_budget, self.counter.count,
@@ -96,11 +105,14 @@ class ReferenceBuilder:
             ratio = min(1.0, self.counter.count(ref.preview) / shown) if shown else 1.0
             wanted = int((shown - over - 20) * ratio)
             if wanted < MIN_PREVIEW and preview_budget <= MIN_PREVIEW:
-                # the preview is as small as is useful: the shape, then the hints make room
+                # the preview is as small as is useful: the shape, then the hints make room, and the room
+                # they leave goes to the preview (its first items say more than a long shape)
                 if keep_shape and ref.shape_text:
                     keep_shape = False
+                    wanted += self.counter.count("Shape:\n" + ref.shape_text)
                 elif len(ref.hints) > 1:
                     max_hints = len(ref.hints) - 1
+                    wanted += self.counter.count(f"  {ref.hints[-1]['jmespath']}  → {ref.hints[-1].get('result')}")
             preview_budget = max(wanted, MIN_PREVIEW)
         self.clip(ref, target)
 
@@ -142,8 +154,9 @@ class ReferenceBuilder:
             preview=preview.text, truncated=preview.truncated, omitted=preview.omitted,
             tokens_exact=self.counter.exact)
 
-    def unstored(self, tool: str, result: Any, exc: Exception) -> Reference | str:
-        """Last resort when even building a reference failed: a bounded head+tail, plainly NOT stored."""
+    def unstored(self, tool: str, result: Any, exc: Exception, limit: int | None = None) -> Reference | str:
+        """Last resort when even building a reference failed: a bounded head+tail, plainly NOT stored,
+        within the reference budget (and the tool's `limit`, when smaller)."""
         try:
             if isinstance(result, (bytes, bytearray, memoryview)):
                 data = bytes(result)
@@ -154,7 +167,7 @@ class ReferenceBuilder:
                     text = f"<{type(result).__qualname__} object: neither JSON nor repr() could render it>"
                 data = text.encode("utf-8", errors="surrogatepass")
             text = data.decode("utf-8", errors="replace")
-            target = self.target
+            target = self.target_for(limit) if limit is not None else self.target
             try:
                 tokens = self.counter.count(text)
             except Exception:  # noqa: BLE001 - a count is not worth failing the last resort

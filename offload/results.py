@@ -11,7 +11,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
+from .jsontext import dumps
 
 
 @dataclass
@@ -48,7 +48,7 @@ def _as_bytes(value: Any) -> tuple[bytes, str | None]:
         return _encode(value), value
     if isinstance(value, (bytes, bytearray, memoryview)):
         return bytes(value), None
-    return orjson.dumps(value, default=str, option=orjson.OPT_NON_STR_KEYS), None
+    return dumps(value, non_str_keys=True), None  # exact, also beyond orjson (see jsontext)
 
 
 def _shell_parts(result: Any) -> tuple[Any, Any, Any] | None:

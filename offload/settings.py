@@ -80,7 +80,8 @@ class Settings(BaseSettings):
     query_tokens: int = Field(4000, ge=100, description="Budget of an inline query result; larger ones are stored.")
     ttl_days: float | None = Field(7.0, description="Artifacts expire after this many days (None: never).")
     quota_bytes: int | None = Field(10 * 1024**3, description="Store size quota; gc evicts least recently used above it.")
-    busy_timeout: float = Field(30.0, description="Seconds to wait for a busy SQLite store before failing open.")
+    busy_timeout: float = Field(30.0, description="Seconds to wait for a busy store (a SQLite write lock, a PostgreSQL "
+                                "row, table or advisory lock, a PostgreSQL connection) before failing open.")
     tokenizer: str | None = Field(None, description="A real tokenizer for counts (o200k_base, cl100k_base; needs bpe-openai).")
     cache_bytes: int = Field(512 * 1024**2, description="Memory bound of the parsed-document cache for queries.")
     query_timeout: float = Field(5.0, description="Seconds a grep or SQL query may run.")
@@ -110,13 +111,16 @@ class Settings(BaseSettings):
                 return target
         return "default"
 
+    @property
+    def window_cap(self) -> int | None:
+        """The most tokens one result may take of the window, when the window is known."""
+        return int(self.window_tokens * self.window_share) if self.window_tokens else None
+
     def limit(self, key: str) -> int:
         """Budget in tokens for a limits key, capped by the window share when the window is known."""
         merged = {**DEFAULT_LIMITS, **{k.lower(): v for k, v in self.limits.items()}}
         value = merged.get(key.lower(), merged["default"])
-        if self.window_tokens:
-            value = min(value, int(self.window_tokens * self.window_share))
-        return value
+        return min(value, self.window_cap) if self.window_cap else value
 
     def limit_for(self, tool: str) -> int:
         return self.limit(self.budget_key(tool))

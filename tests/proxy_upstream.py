@@ -43,6 +43,30 @@ def records(n: int) -> Records:
     return Records(total=n, items=[record(i) for i in range(n)])
 
 
+class Point(BaseModel):
+    x: int
+    y: int
+
+
+class Segment(BaseModel):
+    start: Point
+    end: Point
+
+
+@server.tool(description="Return a segment from the origin to (n, n) as structured output.")
+def segment(n: int) -> Segment:
+    return Segment(start=Point(x=0, y=0), end=Point(x=n, y=n))
+
+
+# zod-to-json-schema (behind the TypeScript SDK) points a reused sub-schema at its first use, which pydantic
+# cannot write: the published schema is set by hand (the SDK advertises it as it is).
+server._tool_manager.get_tool("segment").fn_metadata.output_schema = {
+    "type": "object", "required": ["start", "end"],
+    "properties": {"start": {"type": "object", "required": ["x", "y"],
+                             "properties": {"x": {"type": "integer"}, "y": {"type": "integer"}}},
+                   "end": {"$ref": "#/properties/start"}}}
+
+
 @server.tool(description="Return n numbered lines of text.", structured_output=False)
 def lines(n: int) -> str:
     return "\n".join(line(i) for i in range(n))

@@ -50,6 +50,27 @@ def test_store_list_show_and_read_back(server):
         "slice", "grep"]
 
 
+def test_raw_serves_a_byte_range_and_head(server):
+    """A client resumes or samples a big artifact with a Range request, and sizes it with HEAD."""
+    off, client = server
+    body = _log(300_000)  # several chunks: a range may span two
+    aid = client.post("/api/artifacts", params={"tool": "bash"}, content=body).json()["artifact_id"]
+    url = f"/api/artifacts/{aid}/raw"
+    for spec, (start, end) in {"bytes=0-99": (0, 100), "bytes=1048570-1048700": (1048570, 1048701),
+                               f"bytes={len(body) - 10}-": (len(body) - 10, len(body)),
+                               "bytes=-21": (len(body) - 21, len(body))}.items():
+        part = client.get(url, headers={"Range": spec})
+        assert part.status_code == 206 and part.content == body[start:end], spec
+        assert part.headers["content-range"] == f"bytes {start}-{end - 1}/{len(body)}"
+        assert part.headers["content-length"] == str(end - start)
+    assert client.get(url, headers={"Range": "bytes=0-1,5-6"}).content == body  # several ranges: the whole
+    beyond = client.get(url, headers={"Range": f"bytes={len(body)}-"})
+    assert beyond.status_code == 416 and beyond.headers["content-range"] == f"bytes */{len(body)}"
+    head = client.head(url)
+    assert head.status_code == 200 and head.headers["content-length"] == str(len(body)) and not head.content
+    assert head.headers["accept-ranges"] == "bytes"
+
+
 def test_list_filters_and_cursor(server):
     off, client = server
     ids = [client.post("/api/artifacts", params={"tool": "grep" if i % 2 else "read"},
@@ -80,6 +101,9 @@ def test_errors_have_one_shape_and_the_right_status(server):
         (client.post("/api/artifacts", content=b"x"), 422, "invalid_argument"),  # no tool
         (client.get("/api/artifacts", params={"cursor": "garbage"}), 422, "invalid_argument"),
         (client.post("/api/extracts/ext_nope/rerun"), 404, "not_found"),
+        # a model may send any integer: past 64 bits it is bad input, not a server error
+        (client.get(f"/api/artifacts/{aid}/slice", params={"offset": 10**30}), 422, "invalid_argument"),
+        (client.post(f"/api/artifacts/{aid}/query", json={"grep": "a", "offset": 10**30}), 422, "invalid_argument"),
     ]
     for response, status, code in cases:
         body = response.json()

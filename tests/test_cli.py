@@ -153,6 +153,7 @@ def test_show_prints_metadata_and_the_reference_the_model_saw(url):
     shown = offload("--url", url, "show", ref["artifact_id"]).stdout
     assert ref["artifact_id"] in shown and "conv-1" in shown and ref["sha256"] in shown
     assert "preview the model saw:" in shown and ref["preview"].splitlines()[1] in shown
+    assert f"tokens: {ref['tokens']} (estimate)" in shown  # no tokenizer configured: an estimate, and says so
     meta = offload_json("--url", url, "show", ref["artifact_id"])
     assert meta["id"] == ref["artifact_id"] and meta["tool"] == "cat" and meta["session"] == "conv-1"
     assert meta["bytes"] == source.stat().st_size and meta["args"] == {"file": str(source)}

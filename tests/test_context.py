@@ -372,6 +372,77 @@ def test_too_big_a_last_turn_is_a_clear_error_with_the_sizes(soff, api):
     assert original == before
 
 
+@pytest.mark.parametrize("api", APIS)
+def test_parallel_results_of_the_latest_turn_share_what_it_may_take(soff, api):
+    """Four results of ~2,200 tokens answer the last turn's four calls: each is under the cap (2,400 of an
+    8,000 window) but together over the budget (6,000). They become references, not an error."""
+    results = [text_of(6_000, 40 + k) for k in range(4)]
+    original = render(api, [Turn("user", "compare the four files"), tools_turn(*results)])
+    guard = guard_for(soff)
+    cap = int(8_000 * soff.settings.window_share)
+    slots = [slot for m in original for slot in FORMATS[api].results(m)]
+    assert len(slots) == 4 and all(soff.counter.count(s.content) < cap for s in slots)
+    assert sum(guard.count_message(m) for m in original) > 6_000
+    fitted = soff.fit_context(original, 8_000, api=api)
+    check(soff, api, original, fitted)
+    assert fitted.report.strategies == ["offload"]
+    shown = [slot.content for m in fitted.messages for slot in FORMATS[api].results(m)]
+    offloaded = [k for k, text in enumerate(shown) if text != results[k]]
+    assert offloaded and all(shown[k].startswith("[offload] ") and ART.search(shown[k]) for k in offloaded)
+    size = [soff.counter.count(text) for text in results]  # the largest give way first
+    assert min(size[k] for k in offloaded) >= max([size[k] for k in range(4) if k not in offloaded], default=0)
+
+
+@pytest.mark.parametrize("api", ["openai", "anthropic"])
+def test_a_reused_call_id_labels_each_result_with_its_own_call(soff, api):
+    """Some OpenAI-compatible providers number calls from call_0 in every turn: each result is the answer
+    of the nearest call before it with that id, and is stored under that call's tool and args."""
+    original = render(api, [Turn("user", "go")])
+    for k in range(6):
+        turn = render(api, [Turn("tools", "", [Call(f"tool{k}", {"r": k}, text_of(4_000, 50 + k))])], system=None)
+        original += turn
+    fitted = soff.fit_context(original, 6_000, api=api)
+    check(soff, api, original, fitted)
+    rows = soff.list(limit=50)[0]
+    assert len(rows) >= 2 and len({row["tool"] for row in rows}) == len(rows)  # each its own call's
+    assert all(row["args"] == {"r": int(row["tool"][4:])} for row in rows)
+    for message in fitted.messages:
+        for slot in FORMATS[api].results(message):
+            text = slot.content if isinstance(slot.content, str) else ""
+            if text.startswith("[offload] Removed"):
+                aid = ART.search(text).group()
+                assert f"`{soff.get(aid)['tool']}`" in text
+
+
+def test_sdk_blocks_inside_a_dict_message_are_read_and_stored_as_their_dicts(soff):
+    """The Anthropic docs keep the reply as {"role": "assistant", "content": message.content}: a dict
+    holding the SDK's block objects. Their tool calls are seen, and a dropped span is stored as JSON
+    messages, not as the objects' repr."""
+    from anthropic.types import TextBlock, ToolUseBlock
+
+    original: list[Any] = [{"role": "user", "content": "summarize the files"}]
+    for k in range(24):
+        original.append({"role": "assistant", "content": [
+            TextBlock(type="text", text="reading"),
+            ToolUseBlock(type="tool_use", id=f"toolu_{k}", name="read_file", input={"path": f"/f{k}"})]})
+        original.append({"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": f"toolu_{k}", "content": text_of(3_000, 60 + k)}]})
+    original.append({"role": "user", "content": "and?"})
+    fitted = soff.fit_context(original, 2_500, api="anthropic")
+    assert "drop" in fitted.report.strategies
+    rows = soff.list(limit=100)[0]
+    assert {row["tool"] for row in rows} >= {"read_file", "fit_context"}
+    spans = [row for row in rows if row["tool"] == "fit_context"]
+    for row in spans:
+        messages = json.loads(raw(soff, row["id"]))
+        blocks = [b for m in messages if m["role"] == "assistant" for b in m["content"]]
+        assert blocks and all(isinstance(b, dict) and b["type"] in ("text", "tool_use") for b in blocks)
+    for row in rows:
+        if row["tool"] == "read_file":
+            assert row["args"]["path"].startswith("/f")
+    assert fitted.messages[-1] is original[-1]
+
+
 def test_a_result_already_in_the_store_is_named_not_stored_again(soff):
     data = text_of(20_000, 6)
     stored = soff.put(data, tool="read_file")

@@ -278,6 +278,32 @@ def test_window_tokens_caps_every_result_at_30_percent(sqlite_url, real_count):
     assert Offloader(sqlite_url, window_tokens=200_000).process("cat", five_k) is five_k
 
 
+def test_stdout_and_stderr_together_take_no_more_than_one_results_share(sqlite_url, real_count):
+    """stdout and stderr have their own limits, but together they are one result: within the window's
+    share, and under a tool name that is no shell's, within that tool's one limit."""
+    off = Offloader(sqlite_url, window_tokens=10_000)  # 3,000 tokens for any result
+    half = text_with_tokens(off, 2_400)
+    shell = {"stdout": half, "stderr": half, "exit_code": 1}
+    assert isinstance(off.process("bash", shell), Reference)  # 4,800 tokens: each under 3,000, not both
+    plain = Offloader(sqlite_url)  # run_tests: the default 4,000 tokens
+    done = subprocess.CompletedProcess(["pytest"], 1, text_with_tokens(plain, 3_000), text_with_tokens(plain, 3_000))
+    assert isinstance(plain.process("run_tests", done), Reference)
+    small = {"stdout": text_with_tokens(plain, 1_500), "stderr": text_with_tokens(plain, 1_500), "exit_code": 0}
+    assert plain.process("run_tests", small) is small
+
+
+@pytest.mark.parametrize("settings, tool, tokens", [
+    ({"window_tokens": 2_000}, "cat", 700),  # the window's share: 600
+    ({"limits": {"glob": 300}}, "glob", 480),
+])
+def test_a_reference_takes_no_more_than_the_result_was_allowed(sqlite_url, real_count, settings, tool, tokens):
+    """A result just over a small budget must not come back as a reference bigger than that budget."""
+    off = Offloader(sqlite_url, **settings)
+    text = text_with_tokens(off, tokens)
+    ref = off.process(tool, text)
+    assert_reference(ref, text.encode(), real_count, budget=off.settings.limit_for(tool))
+
+
 # -- the decorator --------------------------------------------------------------------------------
 
 
@@ -342,7 +368,7 @@ def test_a_big_json_document_is_freed_by_a_worker_and_the_collector_resumes(tmp_
     import gc
 
     data = json.dumps([{"id": i, "tags": ["a", "b"], "owner": {"name": f"u{i}"}} for i in range(20_000)]).encode()
-    assert len(data) > 512 * 1024  # from _HASH_ASIDE the document is handed to a worker to free
+    assert len(data) > 512 * 1024  # from HASH_ASIDE (offload/writes.py) the document is handed to a worker to free
     off = Offloader(url=f"sqlite:///{tmp_path / 's.db'}")
     off.put(b"[1]", tool="api")
     gc.collect()
@@ -486,6 +512,13 @@ def test_shell_huge_stderr_is_stored_as_a_second_artifact(sqlite_url, real_count
     assert raw(off, ref.artifact_id) == done.stdout
     assert off.get(ref.stderr_artifact_id)["tool"] == "bash:stderr"
     assert off.get(ref.artifact_id)["meta"]["stderr_artifact_id"] == ref.stderr_artifact_id
+    assert f'the same with artifact_id="{ref.stderr_artifact_id}" reads stderr' in text
+    # nothing on stdout: the next calls read the stored stderr, not the empty stdout
+    silent = off.process("bash", ("", done.stderr.decode(), done.returncode))
+    text = silent.render()
+    assert silent.bytes == 0 and silent.stderr_artifact_id
+    assert f'fetch_slice(artifact_id="{silent.stderr_artifact_id}"' in text
+    assert f'fetch_slice(artifact_id="{silent.artifact_id}"' not in text
 
 
 # -- bad input: a correct reference or a pass-through, never a crash, never lost bytes ----------------
@@ -596,6 +629,21 @@ def test_an_object_that_cannot_be_rendered_does_not_crash(sqlite_url):
     assert "NOT" in out.render() and "no repr for you" in out.render()
 
 
+def test_an_object_orjson_refuses_is_measured_and_stored_as_the_json_it_is(sqlite_url):
+    """Integers beyond 64 bits (amounts in wei) and lone surrogates make orjson refuse an object: a small
+    one still passes through unchanged, a big one is stored as exact JSON text, not as its repr."""
+    off = Offloader(sqlite_url)
+    small = {"accounts": [{"addr": "0xab", "wei": 10**21}, {"addr": "0xcd", "wei": 2**64 + 1}]}
+    assert off.process("api", small) is small
+    rows = [{"id": i, "wei": 10**21 + i, "memo": "half an emoji \ud83d" if i % 7 == 0 else "ok"}
+            for i in range(3000)]
+    ref = off.process("api", {"rows": rows})
+    assert isinstance(ref, Reference) and ref.stored and ref.kind == "json"
+    assert json.loads(raw(off, ref.artifact_id)) == {"rows": rows}
+    page = off.query_artifact(ref.artifact_id, jmespath="rows[?id==`7`].wei")
+    assert page["result"] == [10**21 + 7]
+
+
 # -- fail open: a store that cannot take it still gives a bounded, honest preview -------------------
 
 
@@ -614,6 +662,22 @@ def assert_unstored(out, data: bytes, real_count, why: str) -> str:
     return text
 
 
+def test_a_result_that_does_not_fit_the_quota_evicts_the_least_recently_used_to_make_room(store_url):
+    """Near its quota the store still takes a new result: gc evicts until the new one fits, not merely
+    until the store is under quota (which it already was, and nothing would go)."""
+    off = Offloader(store_url, quota_bytes=1_000_000)
+    first = off.process("read", "\n".join(f"first {i} " + "x" * 40 for i in range(12_000)))
+    second = off.process("read", "\n".join(f"second {i} " + "y" * 40 for i in range(12_000)))
+    assert first.stored and second.stored, second.error
+    with pytest.raises(ArtifactExpired, match="evicted"):
+        off.get(first.artifact_id)
+    assert raw(off, second.artifact_id).startswith(b"second 0 ")
+    too_big = off.process("read", "z" * 1_200_000)  # more than the whole quota: nothing is evicted for it
+    assert not too_big.stored and "whole quota" in too_big.error
+    assert off.get(second.artifact_id)["bytes"] == second.bytes
+    off.close()
+
+
 def test_fail_open_over_quota_with_pinned_content(tmp_path, real_count):
     off = Offloader(f"sqlite:///{tmp_path / 'q.db'}", quota_bytes=200_000)
     keep = off.put((STDLIB / "typing.py").read_bytes(), tool="cat")
@@ -629,23 +693,52 @@ def test_fail_open_over_quota_with_pinned_content(tmp_path, real_count):
 
 def test_fail_open_when_another_connection_holds_the_sqlite_store(tmp_path, real_count):
     path = tmp_path / "locked.db"
-    off = Offloader(f"sqlite:///{path}", busy_timeout=0.2)
+    holder = sqlite3.connect(path, isolation_level=None)
+
+    def fresh_offloader_fails_open_too(data: bytes) -> None:  # locked before it ever opened the store
+        fresh = Offloader(f"sqlite:///{path}", busy_timeout=0.2)
+        assert_unstored(fresh.process("build", data), data, real_count, "locked")
+
+    assert_fails_open_while_locked(Offloader(f"sqlite:///{path}", busy_timeout=0.2), real_count, "locked",
+                                   lock=lambda: holder.execute("BEGIN EXCLUSIVE"),
+                                   release=lambda: holder.execute("ROLLBACK"), also=fresh_offloader_fails_open_too)
+    holder.close()
+
+
+def assert_fails_open_while_locked(off: Offloader, real_count, why: str, *, lock, release, also=None) -> None:
+    """While another connection holds a lock on the (migrated) store, a call returns within the timeout,
+    not stored, saying `why`; once the lock is released, the same result is stored."""
     data = build_log()
     off.store  # noqa: B018 - open and migrate first: the lock is on a working store
-    holder = sqlite3.connect(path, isolation_level=None)
-    holder.execute("BEGIN EXCLUSIVE")
+    lock()
     try:
         started = time.monotonic()
         out = off.process("build", data)
         assert time.monotonic() - started < 10
-        assert_unstored(out, data, real_count, "locked")
-        fresh = Offloader(f"sqlite:///{path}", busy_timeout=0.2)  # locked before it ever opened the store
-        assert_unstored(fresh.process("build", data), data, real_count, "locked")
+        assert_unstored(out, data, real_count, why)
+        if also is not None:
+            also(data)
     finally:
-        holder.execute("ROLLBACK")
-        holder.close()
-    stored = off.process("build", data)  # the lock is gone: stored again
+        release()
+    stored = off.process("build", data)  # the lock is gone: stored
     assert stored.stored and raw(off, stored.artifact_id) == data
+    off.close()
+
+
+@pytest.mark.postgres
+def test_fail_open_when_a_postgresql_table_is_locked_past_the_timeout(pg_database, real_count):
+    """A LOCK TABLE (a migration, a VACUUM FULL, a stuck transaction) makes a write wait for the lock:
+    after busy_timeout the call returns, not stored, instead of waiting as long as the lock is held."""
+    import sqlalchemy as sa
+
+    from conftest import pg_schema_url
+
+    url = pg_schema_url(pg_database)
+    holder = sa.create_engine(url).connect()
+    assert_fails_open_while_locked(Offloader(url, busy_timeout=1), real_count, "lock",
+                                   lock=lambda: holder.exec_driver_sql("LOCK TABLE artifacts IN ACCESS EXCLUSIVE MODE"),
+                                   release=holder.rollback)
+    holder.close()
 
 
 def test_fail_open_shell_result_leaves_no_stderr_artifact_behind(tmp_path, real_count):

@@ -9,6 +9,7 @@ as it can: a session costs two processes.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import os
@@ -21,6 +22,7 @@ from pathlib import Path
 
 import anyio
 import jsonschema
+import orjson
 import pytest
 
 mcp = pytest.importorskip("mcp")
@@ -31,7 +33,8 @@ from mcp_types import ListRootsResult, Root  # noqa: E402
 
 from offload import Offloader  # noqa: E402
 from offload.adapters.mcp_proxy import budget_settings  # noqa: E402
-from offload.adapters.proxy import REFERENCE_OUTPUT_SCHEMA, widen_output_schema  # noqa: E402
+from offload.adapters.proxy import REFERENCE_OUTPUT_SCHEMA, Relay, widen_output_schema  # noqa: E402
+from offload.adapters.proxy import relay as relay_module  # noqa: E402
 from offload.settings import Settings  # noqa: E402
 
 SCRIPTED = [sys.executable, str(Path(__file__).with_name("proxy_upstream.py"))]
@@ -159,21 +162,23 @@ def test_structured_output_is_widened_and_a_validating_client_accepts_the_refere
         async with session(proxy_command(sqlite_url, SCRIPTED)) as client:  # mcp 2.x validates structuredContent
             tools = {t.name: t for t in (await client.list_tools()).tools}
             small = await client.call_tool("records", {"n": 3})
+            segment = await client.call_tool("segment", {"n": 2})  # its schema has a #/properties/… $ref
             big = await client.call_tool("records", {"n": 40_000})
             aid = big.structured_content["artifact_id"]
             errors = await client.call_tool("query_artifact",
                                             {"artifact_id": aid, "jmespath": "items[?status=='error'].id"})
             item = await client.call_tool("fetch_slice", {"artifact_id": aid, "unit": "items", "offset": 12345,
                                                           "limit": 1})
-        return upstream_tools, tools, small, big, errors, item
+        return upstream_tools, tools, small, segment, big, errors, item
 
-    upstream_tools, tools, small, big, errors, item = run(scenario)
+    upstream_tools, tools, small, segment, big, errors, item = run(scenario)
     original = upstream_tools["records"].output_schema
     widened = tools["records"].output_schema
     assert widened == widen_output_schema(original) and widened["anyOf"][1] == REFERENCE_OUTPUT_SCHEMA
     for name, tool in upstream_tools.items():  # everything else about every tool is unchanged
         assert tools[name].model_dump(exclude={"output_schema"}) == tool.model_dump(exclude={"output_schema"})
     assert small.structured_content == {"total": 3, "items": small.structured_content["items"]}
+    assert segment.structured_content == {"start": {"x": 0, "y": 0}, "end": {"x": 2, "y": 2}}
 
     jsonschema.validate(big.structured_content, widened)
     assert real_count(big.content[0].text) < 1000
@@ -315,7 +320,7 @@ def test_lean_parse_equals_json_and_lends_utf8(monkeypatch):
     for text in texts:
         for dump in dumpers:
             raw = dump({"id": 1, "result": {"content": [{"type": "text", "text": text}],
-                                            "structuredContent": {"k": text, "n": [1, 2.5, None, True]}}})
+                                            "structuredContent": {"k": text, "n": [1, 2.5, None, True, 10**21 + 1]}}})
             parsed = lean.parse_lean(raw)
             assert lean.restore(parsed) == json.loads(raw)
             value = parsed["result"]["content"][0]["text"]
@@ -403,6 +408,130 @@ def test_widened_schema_keeps_refs_resolvable():
     jsonschema.validate(reference, widened)
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.validate({"item": {"x": "not a number"}}, widened)
+
+
+def test_widened_schema_keeps_every_local_pointer_resolvable():
+    """zod-to-json-schema (behind the TypeScript SDK) points a reused sub-schema at its first use
+    (#/properties/…); each $ref into the schema must still resolve once it is moved under anyOf."""
+    point = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+    original = {
+        "type": "object", "required": ["start"],
+        "properties": {
+            "start": point,
+            "end": {"$ref": "#/properties/start"},
+            "default": {"type": "array", "items": {"$ref": "#/properties/start/properties/x"}},  # named like a keyword
+            "tree": {"$ref": "#/$defs/Node"},
+            "marker": {"const": {"$ref": "#/properties/start"}},  # data, not a reference: unchanged
+        },
+        "$defs": {"Node": {"type": "object", "properties": {"kids": {"type": "array", "items": {"$ref": "#/$defs/Node"}},
+                                                            "whole": {"$ref": "#"}, "at": {"$ref": "#/properties/end"}}}},
+    }
+    widened = widen_output_schema(original)
+    assert widened["$defs"]["Node"]["properties"]["at"] == {"$ref": "#/anyOf/0/properties/end"}
+    reference = {"artifact_id": None, "tool": "t", "kind": "text", "bytes": 9, "preview": "", "truncated": True}
+    valid = {"start": {"x": 1}, "end": {"x": 2}, "default": [3], "marker": {"$ref": "#/properties/start"},
+             "tree": {"kids": [{"at": {"x": 4}, "whole": {"start": {"x": 5}}}]}}
+    invalid = [{**valid, "end": {"x": "two"}}, {**valid, "default": ["three"]},
+               {**valid, "tree": {"kids": [{"at": {"x": "four"}}]}}, {**valid, "tree": {"whole": {"end": {}}}}]
+    for validator in (jsonschema.Draft7Validator, jsonschema.Draft202012Validator):
+        validator.check_schema(widened)
+        assert validator(original).is_valid(valid)
+        assert validator(widened).is_valid(valid) and validator(widened).is_valid(reference)
+        assert not any(validator(widened).is_valid(instance) for instance in invalid)
+
+
+# -- the relay in-process: the upstream's exact lines ---------------------------------------------------
+
+
+class LineUpstream:
+    """The relay's upstream interface with nothing behind it: the test hands the relay each line."""
+
+    label = "in-process upstream"
+    negotiated = None
+
+    async def start(self, deliver, closed) -> None:
+        pass
+
+    async def send(self, data, message=None) -> None:
+        pass
+
+    def tools_listed(self, tools) -> None:
+        pass
+
+    async def close(self) -> None:
+        pass
+
+
+def upstream_line(request_id: int, result: bytes) -> bytes:
+    return b'{"jsonrpc": "2.0", "id": %d, "result": %s}\n' % (request_id, result)
+
+
+def relayed(store_url: str, tool: str, results: list[bytes]) -> list[bytes]:
+    """What the client receives when each of `results` (JSON text) answers a call of `tool`, in turn."""
+    async def scenario():
+        written: list[bytes] = []
+        with Offloader(store_url) as off:
+            relay = Relay(off, LineUpstream(), written.append, timeout=None)
+            await relay.start()
+            for request_id, result in enumerate(results, 1):
+                await relay.from_client(orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                                                      "params": {"name": tool, "arguments": {}}}) + b"\n")
+                await relay.from_upstream(upstream_line(request_id, result), None)
+            await relay.close()  # waits for the answers being prepared
+        return written
+
+    return run(scenario)
+
+
+def test_results_orjson_cannot_read_exactly_are_answered_exactly(sqlite_url):
+    """Lone surrogate escapes (a JavaScript string cut inside an emoji) and integers beyond 64 bits: a
+    result within budget comes back as the upstream's own line, and one that is offloaded keeps them."""
+    big_numbers = {"balance": 10**21 + 1, "id": 2**64 + 1}
+    fits = [json.dumps({"content": [{"type": "text", "text": "a\ud800b " * 1000}]}),  # over the fast path
+            json.dumps({"content": [{"type": "text", "text": "balance " + "pad " * 2000}],
+                        "structuredContent": big_numbers})]
+    offloaded = [json.dumps({"content": [{"type": "text", "text": "pad " * 20_000}, {"type": "text", "text": "ok \ud83d"}],
+                             "structuredContent": big_numbers})]
+    lines = relayed(sqlite_url, "t", [text.encode() for text in fits + offloaded])
+    assert lines[:2] == [upstream_line(i, text.encode()) for i, text in enumerate(fits, 1)]
+    result = json.loads(lines[2])["result"]
+    assert "stored whole as" in result["content"][0]["text"] and result["content"][1]["text"] == "ok \ud83d"
+    assert result["structuredContent"] == big_numbers and len(lines) == 3
+
+
+def test_an_offload_failure_still_answers_once_within_budget_and_schema(sqlite_url, monkeypatch, real_count):
+    """The request has left the pending list when its result is offloaded: whatever fails then, the relay
+    itself must answer it, once, without flooding the context or breaking the outputSchema promise."""
+    schema = {"type": "object", "properties": {"rows": {"type": "array"}}, "required": ["rows"]}
+    rows = [{"id": i, "note": "é " + "x" * (i % 30)} for i in range(5000)]
+    image = {"type": "image", "data": "AAAA", "mimeType": "image/png"}
+    result = json.dumps({"content": [{"type": "text", "text": json.dumps(rows)}, {"type": "text", "text": "cut \ud83d"},
+                                     image], "structuredContent": {"rows": rows}}).encode()
+    small = json.dumps({"content": [{"type": "text", "text": "pad " * 2000}]}).encode()
+
+    def fails(*args, **kwargs):
+        raise RuntimeError("simulated failure")
+
+    monkeypatch.setattr(relay_module, "offload_call_result", fails)
+    answers = relayed(sqlite_url, "t", [result])
+    assert len(answers) == 1
+    answer = json.loads(answers[0])["result"]
+    jsonschema.validate(answer["structuredContent"], widen_output_schema(schema))
+    assert real_count(json.dumps(answer)) < 4000 and answer["content"][1] == image
+    assert "could NOT be stored (RuntimeError: simulated failure)" in answer["content"][0]["text"]
+    monkeypatch.setattr(relay_module, "unprocessed_call_result", fails, raising=False)  # even the fallback fails
+    assert relayed(sqlite_url, "t", [small]) == [upstream_line(1, small)]
+
+
+def test_an_embedded_blob_of_a_mebibyte_or_more_becomes_a_reference(sqlite_url, real_count):
+    data = bytes(range(256)) * 4500  # its base64 is over 1 MiB: the line is parsed lean
+    blob = {"uri": "file:///x.bin", "mimeType": "application/octet-stream", "blob": base64.b64encode(data).decode()}
+    [line] = relayed(sqlite_url, "t", [json.dumps({"content": [{"type": "resource", "resource": blob}]}).encode()])
+    text = json.loads(line)["result"]["content"][0]["text"]
+    assert text.startswith("Embedded resource file:///x.bin (application/octet-stream):\n[offload]")
+    assert real_count(text) < 1000
+    with Offloader(sqlite_url) as off:
+        assert b"".join(off.iter_raw(artifact_id(text))) == data
 
 
 FS_SERVER = os.environ.get("OFFLOAD_TEST_FS_SERVER")  # .ci/run installs the npm reference filesystem server

@@ -230,6 +230,10 @@ HOSTILE = {
     "range_scalar_huge": "SELECT len(range(200000000))",
     "list_resize": "SELECT list_resize([1], 300000000)",
     "nested_lists": "SELECT list_transform(range(1000), x -> range(1000))",
+    "list_reduce_doubling": "SELECT length(list_reduce(list_transform(range(19), x -> lpad('', 9999, 'a')), "
+                            "(a, b) -> a || a))",
+    "array_reduce": "SELECT array_reduce([lpad('', 9999, 'a'), 'b'], (a, b) -> a || a)",
+    "reduce": "SELECT reduce(['x', 'y'], (a, b) -> a || a || a)",
     "printf_width": "SELECT printf('%1000000000d', 1)",
     "printf_star": "SELECT printf('%*d', 1000000000, 1)",
     "format_nested_width": "SELECT format('{:{}}', 'x', 1000000000)",

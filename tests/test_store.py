@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from offload.errors import ArtifactExpired, ArtifactNotFound, StoreLocked
 from offload.store import Store, new_id, open_engine, utcnow
+from offload.content.shape import find_main
 from offload.store.chunking import CHUNK_SIZE, json_item_index, ndjson_item_index
 from offload.store.engines import current_revision, head_revision, init_project, resolve_url
 from offload.store.store import ORPHAN_GRACE
@@ -346,6 +347,49 @@ def test_namespaces_do_not_see_each_other(store_url):
     store.engine.dispose()
 
 
+def test_an_artifact_past_its_ttl_is_neither_listed_nor_counted_before_gc(store_url):
+    """`get` answers "expired" for it at once, so listings and stats must not offer it meanwhile."""
+    store = _store(store_url)
+    past = utcnow() - dt.timedelta(seconds=1)
+    gone = _put(store, b"old result\n" * 1000, expires_at=past)
+    pinned = _put(store, b"pinned result\n" * 100, expires_at=past, pinned=True)
+    live = _put(store, b"fresh result\n" * 10)
+    assert {r["id"] for r in store.list("")[0]} == {pinned, live}
+    assert gone in {r["id"] for r in store.list("", include_ended=True)[0]}
+    stats = store.stats("")
+    assert stats["artifacts"] == 2 and stats["bytes"] == 1400 + 130
+    assert sum(row["artifacts"] for row in stats["by_tool"]) == 2
+    store.engine.dispose()
+
+
+def test_stats_count_a_namespaces_own_deduplicated_bytes_only(store_url):
+    """store_bytes is what this namespace's artifacts take once identical content counts once; the
+    store's total would tell one tenant how much the others keep."""
+    store = _store(store_url)
+    shared, own = b"shared result\n" * 100, b"tenant b only\n" * 300
+    _put(store, shared, namespace="a")
+    _put(store, shared, namespace="a")
+    _put(store, shared, namespace="b")
+    _put(store, own, namespace="b")
+    a, b, c = store.stats("a"), store.stats("b"), store.stats("c")
+    assert (a["bytes"], a["store_bytes"]) == (2 * len(shared), len(shared))
+    assert (b["bytes"], b["store_bytes"]) == (len(shared) + len(own), len(shared) + len(own))
+    assert (c["artifacts"], c["store_bytes"]) == (0, 0)
+    store.engine.dispose()
+
+
+def test_list_text_filter_is_a_plain_substring(store_url):
+    """% and _ in the text filter match themselves, not anything (LIKE wildcards are escaped)."""
+    store = _store(store_url)
+    plain = _put(store, b"a\n", tool="grep", args='{"pattern": "abc"}')
+    percent = _put(store, b"b\n", tool="grep", args='{"pattern": "100%_done"}')
+    assert [r["id"] for r in store.list("", text="%")[0]] == [percent]
+    assert [r["id"] for r in store.list("", text="0%_d")[0]] == [percent]  # ids hold no % (art_ + base32)
+    assert store.list("", text="a_c")[0] == []  # _ is no wildcard: "abc" does not hold "a_c"
+    assert {r["id"] for r in store.list("", text="grep")[0]} == {plain, percent}
+    store.engine.dispose()
+
+
 def test_list_pages_with_a_cursor(store_url):
     store = _store(store_url)
     ids = [_put(store, f"result {i}\n".encode()) for i in range(7)]
@@ -562,10 +606,13 @@ def test_item_index_ranges_parse_to_the_items_of_the_main_array(doc, indent):
     if isinstance(doc, list):
         assert index is not None and index.path == ""
         items = doc
-    else:
-        assert index is not None
-        items = doc[json.loads(index.path) if index.path.startswith('"') else index.path]
-        assert len(items) == max(len(v) for v in doc.values())
+    else:  # the array the reference names (find_main), or none when the main collection is not an array
+        main = find_main(doc)
+        if not isinstance(main.value, list):
+            assert index is None
+            return
+        assert index is not None and index.path == main.path
+        items = main.value
     assert [json.loads(data[s:e]) for s, e in zip(index.starts.tolist(), index.ends.tolist())] == items
 
 

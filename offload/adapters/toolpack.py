@@ -20,6 +20,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ..errors import OffloadError, TooLarge
+from ..jsontext import dumps
 from ..reference import Reference
 from ..results import to_payload
 from ..tools.schemas import OUTPUT_SCHEMAS, TOOLS, ToolOutput, dispatch
@@ -232,7 +233,7 @@ class ToolPack:
 
     def _artifact_value(self, tool: PackTool, artifact_id: str, expression: str | None, left: int,
                         as_json: bool) -> tuple[Any, int]:
-        from ..tools.engines import run_jmespath
+        from ..tools.engines import detached, run_jmespath
 
         off = self.off
         row = off.store.get(artifact_id, off.namespace)  # NotFound for other namespaces, Expired for ended ones
@@ -241,15 +242,17 @@ class ToolPack:
             if row["bytes"] > left:
                 raise _too_large(tool, uri, row["bytes"], left)
             if as_json and row["kind"] in ("json", "ndjson"):
-                return off.queries.document(row), row["bytes"]
+                # never the query cache's document itself: the tool may edit its argument in place
+                return off.queries.parsed_copy(row), row["bytes"]
             data = b"".join(off.iter_raw(artifact_id))
             return (data if row["kind"] == "binary" else data.decode("utf-8", errors="replace")), len(data)
         value = run_jmespath(off.queries.document(row), expression)
-        text = value if isinstance(value, str) else orjson.dumps(value, default=str).decode()
+        text = value if isinstance(value, str) else dumps(value).decode()
         size = len(text.encode("utf-8", errors="surrogatepass"))
         if size > left:
             raise _too_large(tool, uri, size, left)
-        return (value if as_json or isinstance(value, str) else text), size
+        # a copy of the part handed out (its size is bounded above), so that the tool cannot edit the cache
+        return (detached(value) if as_json or isinstance(value, str) else text), size
 
 
 def as_output(result: Any) -> ToolOutput:

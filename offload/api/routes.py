@@ -10,7 +10,7 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from ..errors import ExtractNotFound, InvalidArgument, TooLarge
-from .app import offloader_for
+from .app import error_response, offloader_for
 
 router = APIRouter(prefix="/api")
 
@@ -99,13 +99,49 @@ def get_reference(request: Request, artifact_id: str):
     return offloader_for(request).reference(artifact_id)
 
 
-@router.get("/artifacts/{artifact_id}/raw", responses=ERRORS, summary="The stored bytes, streamed chunk by chunk")
+@router.head("/artifacts/{artifact_id}/raw", include_in_schema=False)
+@router.get("/artifacts/{artifact_id}/raw", responses=ERRORS,
+            summary="The stored bytes, streamed chunk by chunk (a single `Range: bytes=` too; HEAD sizes them)")
 def get_raw(request: Request, artifact_id: str):
     off = offloader_for(request)
     meta = off.get(artifact_id)
-    return StreamingResponse(off.iter_raw(artifact_id), media_type=meta["content_type"],
-                             headers={"Content-Length": str(meta["bytes"]),
-                                      "Content-Disposition": f'attachment; filename="{artifact_id}"'})
+    size = meta["bytes"]
+    headers = {"Accept-Ranges": "bytes", "Content-Disposition": f'attachment; filename="{artifact_id}"'}
+    span = _byte_range(request.headers.get("range"), size)
+    if span is None:  # no Range, or one this server does not serve (several ranges): the whole
+        start, end, status = 0, size, 200
+    elif span == "unsatisfiable":
+        response = error_response(416, "range_not_satisfiable",
+                                  f"The range {request.headers['range']!r} is outside the {size:,} bytes of {artifact_id}.")
+        response.headers.update({**headers, "Content-Range": f"bytes */{size}"})
+        return response
+    else:
+        (start, end), status = span, 206
+        headers["Content-Range"] = f"bytes {start}-{end - 1}/{size}"
+    headers["Content-Length"] = str(end - start)
+    if request.method == "HEAD":
+        return Response(status_code=status, headers=headers, media_type=meta["content_type"])
+    body = off.iter_raw(artifact_id) if status == 200 else off.iter_raw(artifact_id, start, end)
+    return StreamingResponse(body, status_code=status, media_type=meta["content_type"], headers=headers)
+
+
+def _byte_range(header: str | None, size: int):
+    """(start, end) of a single `bytes=a-b`, `bytes=a-` or `bytes=-n` range; "unsatisfiable"; or None
+    (no header, or a form served as the whole, which RFC 9110 allows)."""
+    if not header or not header.startswith("bytes=") or "," in header:
+        return None
+    first, _, last = header[6:].strip().partition("-")
+    try:
+        if not first:  # the last n bytes
+            n = int(last)
+            return (max(size - n, 0), size) if n > 0 and size else "unsatisfiable"
+        start = int(first)
+        end = min(int(last) + 1, size) if last else size
+    except ValueError:
+        return None
+    if start >= size or end <= start:
+        return "unsatisfiable"
+    return start, end
 
 
 @router.get("/artifacts/{artifact_id}/slice", responses=ERRORS, summary="A bounded page (fetch_slice)")

@@ -16,13 +16,13 @@ from typing import Any, Callable
 from urllib.parse import parse_qs, quote, urlencode
 
 import jinja2
-import orjson
 from fastapi import APIRouter, FastAPI, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
 
 from ..errors import ArtifactExpired, InvalidArgument, OffloadError
+from ..jsontext import dumps
 from ..reference import KIND_LABELS
 from ..tools.slicing import DEFAULT_LIMITS
 from .app import offloader_for
@@ -108,10 +108,10 @@ def args_summary(args: Any, width: int = 90) -> str:
     if not args:
         return ""
     if isinstance(args, dict):
-        text = " ".join(f"{key}={value if isinstance(value, str) else orjson.dumps(value).decode()}"
+        text = " ".join(f"{key}={value if isinstance(value, str) else dumps(value).decode()}"
                         for key, value in args.items() if value is not None)
     else:
-        text = orjson.dumps(args).decode()
+        text = dumps(args).decode()
     text = " ".join(text.split())
     return text if len(text) <= width else text[: width - 1] + "…"
 
@@ -227,8 +227,8 @@ def artifact_view(request: Request, artifact_id: str, unit: str | None = None, o
     return _render(request, "artifact.html", meta=meta, ref=ref, units=units, unit=unit, page=page,
                    page_error=page_error, page_lines=_page_lines(page), page_hex=_page_hex(page),
                    links=_pager_links(_href_for(request), artifact_id, unit, page),
-                   request_json=orjson.dumps(request_args).decode(),  # for the script, in data- attributes
-                   next_json=orjson.dumps(page["next"] if page else None).decode(),
+                   request_json=dumps(request_args).decode(),  # for the script, in data- attributes
+                   next_json=dumps(page["next"] if page else None).decode(),
                    query_ops=_query_ops(meta["kind"]), hints=_hints(ref), saved=meta["tokens"] - meta["shown_tokens"])
 
 

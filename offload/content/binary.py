@@ -8,7 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["BinaryType", "sniff_binary", "describe_binary"]
+from offload.utf8 import char_boundary
+
+__all__ = ["CONTROL_BYTES", "BinaryType", "describe_binary", "sniff_binary", "text_with_nuls"]
+
+# Bytes that never appear in text: C0 controls except tab, LF, VT, FF, CR, backspace and ESC (ANSI colours).
+CONTROL_BYTES = bytes(b for b in range(32) if b not in (8, 9, 10, 11, 12, 13, 27)) + b"\x7f"
+_NUL_SAMPLE = 65536
 
 
 @dataclass
@@ -81,11 +87,28 @@ def sniff_binary(data: bytes) -> BinaryType | None:
     if data.startswith(b"\x00\x00\x01\x00") and len(data) > 6 and data[4] > 0:
         return BinaryType("image/x-icon", "ICO image")
     if b"\x00" in data[:8192]:
-        # NUL bytes: UTF-16 text, or any binary format without a signature listed above.
+        # NUL bytes: UTF-16 text, any binary format without a signature listed above, or text all the
+        # same (names that `find -print0` separates, a log with a stray NUL).
         if data.startswith((b"\xff\xfe", b"\xfe\xff")):
             return BinaryType("application/octet-stream", "UTF-16 text (not decoded)")
-        return BinaryType("application/octet-stream", "unknown format")
+        if not text_with_nuls(data[:char_boundary(data, _NUL_SAMPLE)]):
+            return BinaryType("application/octet-stream", "unknown format")
     return None
+
+
+def text_with_nuls(sample: bytes) -> bool:
+    """Whether content holding NUL bytes is text: valid UTF-8 with next to no other control bytes, and
+    its NULs single separators, as `find -print0` and `xargs -0` write them.
+
+    Binary formats pad with runs of NULs and hold control bytes and invalid UTF-8; UTF-16 text of
+    Latin letters has a NUL in every other byte (the separated "names" would be one letter long).
+    """
+    nuls = sample.count(0)
+    if 3 * nuls > len(sample) or b"\x00\x00\x00" in sample:
+        return False
+    replaced = sample.decode("utf-8", "replace").count("\ufffd")
+    controls = len(sample) - len(sample.translate(None, CONTROL_BYTES)) - nuls
+    return replaced <= len(sample) // 200 and controls <= len(sample) // 200
 
 
 def describe_binary(data: bytes, content_type: str) -> BinaryType:

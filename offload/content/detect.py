@@ -16,7 +16,9 @@ from typing import Any, Iterator
 
 import orjson
 
-from offload.content.binary import sniff_binary
+from offload.content.binary import CONTROL_BYTES, sniff_binary
+from offload.content.lines import line_count, nul_separated
+from offload.jsontext import may_hold_big_integers
 from offload.utf8 import invalid_bytes
 
 __all__ = ["Detected", "InvalidJSON", "detect", "gc_paused", "parse_json", "pause_gc", "resume_gc", "GREP_TOOLS",
@@ -30,8 +32,6 @@ GREP_TOOLS = frozenset(
 
 _BOM = b"\xef\xbb\xbf"
 _SAMPLE = 65536
-# Bytes that never appear in text: C0 controls except tab, LF, VT, FF, CR, backspace and ESC (ANSI colours).
-_CONTROL = bytes(b for b in range(32) if b not in (8, 9, 10, 11, 12, 13, 27)) + b"\x7f"
 _LEADING_WS = re.compile(rb"[ \t\r\n]*")
 # grep -n output; without a grep-like tool name the path must look like one (no spaces, a dot or a
 # slash) so that timestamps ("12:00:01 …") and access logs are not taken for matches.
@@ -103,12 +103,20 @@ def parse_json(data: bytes) -> Any:
     # Parsing allocates millions of objects; the cyclic GC would rescan them all repeatedly (1.4 s -> 0.3 s).
     with gc_paused():
         try:
-            return orjson.loads(data)
+            doc = orjson.loads(data)
         except orjson.JSONDecodeError as error:
             if "depth" in error.msg:
                 raise InvalidJSON(_TOO_DEEP, too_deep=True) from None
             first_error = error
-        if b"NaN" in data or b"Infinity" in data:
+        else:
+            if not may_hold_big_integers(data):
+                return doc
+            try:  # orjson reads an integer beyond 64 bits as the nearest float: 10**21 + 1 became 1e21
+                return json.loads(data.decode("utf-8"))
+            except (RecursionError, ValueError):  # deeper than json.loads goes: orjson's reading it is
+                return doc
+        # what orjson refuses and Python's json reads: NaN and Infinity, lone surrogate escapes ("\ud83d")
+        if b"NaN" in data or b"Infinity" in data or _SURROGATE_ESCAPE.search(data):
             try:
                 return json.loads(data.decode("utf-8"))
             except RecursionError:
@@ -116,6 +124,9 @@ def parse_json(data: bytes) -> Any:
             except ValueError:
                 pass
         raise InvalidJSON(first_error.msg, _byte_offset(data, first_error.pos)) from None
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
 
 
 # The collector stays off while any thread is inside `gc_paused` or holds a pause (`pause_gc`), and
@@ -194,6 +205,8 @@ def detect(data: bytes, tool: str | None = None, *, bad_bytes: int | None = None
         notes.append("starts with a UTF-8 byte order mark")
     if _mostly_crlf(data):
         notes.append("Windows (CRLF) line endings; lines are shown without the CR")
+    if b"\x00" in data:
+        notes.append(_nul_note(data))
     if data.isspace():
         line_breaks = data.count(b"\n")
         notes.append(f"only whitespace ({line_breaks:,} line breaks)")
@@ -218,8 +231,18 @@ def _mostly_text(data: bytes) -> bool:
     sample = data[:_SAMPLE]
     decoded_sample = sample.decode("utf-8", "replace")
     replaced = decoded_sample.count("\ufffd")
-    controls = len(sample) - len(sample.translate(None, _CONTROL))
+    controls = len(sample) - len(sample.translate(None, CONTROL_BYTES))
     return replaced <= 0.1 * len(decoded_sample) and controls <= 0.1 * len(sample)
+
+
+def _nul_note(data: bytes) -> str:
+    """What the preview does with the NUL bytes of text (`sniff_binary` let them pass as text)."""
+    if nul_separated(data):
+        entries = line_count(data.replace(b"\x00", b"\n"))
+        return (f"NUL-separated (as `find -print0` writes): {entries:,} entries, shown one per line in the"
+                " preview; the stored bytes keep the NULs, and lines split at newlines only")
+    nuls = data.count(b"\x00")
+    return f"{nuls:,} NUL byte{'s' if nuls != 1 else ''}, shown as \u2400 in the preview (the stored bytes keep them)"
 
 
 def _mostly_crlf(data: bytes) -> bool:

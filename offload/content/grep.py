@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from itertools import pairwise
 
 from offload.content.lines import Count, LineView, Lines, clip_to_budget, describe_omitted, fill, line_count, whole_text
 
@@ -85,7 +86,7 @@ def _matches_per_file(data: bytes, total: int | None = None) -> Counter:
         if len(runs) + skipped == _SHORT_RUNS[0]:
             before = data.count(b"\n", 0, position)  # `position` starts a line: the lines before it
             if before < _SHORT_RUNS[0] * _SHORT_RUNS[1]:
-                counts = _checked(data, runs, skipped, before, line_pattern)
+                counts = _checked(data, runs, skipped, before, line_pattern, numbered)
                 # ^ matches at `position` in MULTILINE mode
                 counts.update((_EVERY_NUMBERED if numbered else _EVERY_PLAIN).findall(data, position))
                 return counts
@@ -100,30 +101,70 @@ def _matches_per_file(data: bytes, total: int | None = None) -> Counter:
         end = _run_end(data, line_end + 1, prefix)
         runs.append((match.group(1), position, end, 1 + data.count(b"\n" + prefix, position, end)))
         position = end
-    return _checked(data, runs, skipped, line_count(data) if total is None else total, line_pattern)
+    return _checked(data, runs, skipped, line_count(data) if total is None else total, line_pattern, numbered)
 
 
 def _checked(data: bytes, runs: list[tuple[bytes, int, int, int]], skipped: int, lines: int,
-             line_pattern: re.Pattern) -> Counter:
+             line_pattern: re.Pattern, numbered: bool) -> Counter:
     """The per-file counts of `runs`, which with the `skipped` lines cover the first `lines` lines.
 
     The galloping probes do not look at every line of a run, so a run's count is only the lines that
     carry its prefix: at most its lines. When those counts and the skipped lines add up to all the
     lines, every run is whole, and one sum checks them all (counting each run's lines as well took
     twice the time: 14 ms for 10 MB). Otherwise each run is checked, and one that fails is counted
-    line by line.
+    line by line. A numbered run must also rise: its path may hold ":12:" itself (a timestamp in a
+    file name), and then the path cut at its first colon runs over many files (see `_rising_paths`).
     """
     counts: Counter = Counter()
     every_run_whole = skipped + sum(prefixed for *_, prefixed in runs) == lines
     for path, start, end, prefixed in runs:
-        if every_run_whole or prefixed == data.count(b"\n", start, end) + (end == len(data) and data[-1:] != b"\n"):
+        whole = every_run_whole or prefixed == data.count(b"\n", start, end) + (end == len(data) and data[-1:] != b"\n")
+        if numbered and not _may_rise(data, path, start, end, prefixed):
+            counts.update(_rising_paths(data[start:end].split(b"\n")))
+        elif whole:
             counts[path] += prefixed
-            continue
-        for line in data[start:end].split(b"\n"):
-            found = line_pattern.match(line)
-            if found:
-                counts[found.group(1)] += 1
+        else:
+            for line in data[start:end].split(b"\n"):
+                found = line_pattern.match(line)
+                if found:
+                    counts[found.group(1)] += 1
     return counts
+
+
+_NUMBER = re.compile(rb"\d+(?=:)")
+_NUMBERED_AT = re.compile(rb"(?=:(\d+):)")  # every place a `:line:` may follow the path, overlapping ones too
+
+
+def _may_rise(data: bytes, path: bytes, start: int, end: int, prefixed: int) -> bool:
+    """Whether the line numbers of a run of `prefixed` lines of one file can rise from its first line to
+    its last: they must grow by at least one a line. Two probes, whatever the run's length."""
+    if prefixed < 2:
+        return True
+    last = data.rfind(b"\n", start, end - 1) + 1
+    first_number = _NUMBER.match(data, start + len(path) + 1)
+    last_number = _NUMBER.match(data, last + len(path) + 1) if data.startswith(path + b":", last) else None
+    if first_number is None or last_number is None:
+        return True  # not numbered lines after all: nothing to tell
+    return int(last_number.group()) - int(first_number.group()) >= prefixed - 1
+
+
+def _rising_paths(lines: list[bytes]) -> Counter:
+    """Match lines per file where a path may hold `:digits:`: of the places in each line where a
+    `:line:` may follow the path (the first, the second, …), the first that makes each file's line
+    numbers rise from one line to the next is taken; when none does, the first (grep's own reading
+    of an ordinary path)."""
+    numbered = []
+    for line in lines:
+        places = [(found.start(), int(found.group(1))) for found in _NUMBERED_AT.finditer(line) if found.start()]
+        if places:
+            numbered.append((line, places))
+    choices = max((len(places) for _, places in numbered), default=0)
+    for choice in list(range(choices)) + [0]:
+        read = [(line[: places[min(choice, len(places) - 1)][0]], places[min(choice, len(places) - 1)][1])
+                for line, places in numbered]
+        if all(number < following for (path, number), (next_path, following) in pairwise(read) if path == next_path):
+            break
+    return Counter(path for path, _ in read)
 
 
 def _run_end(data: bytes, start: int, prefix: bytes) -> int:

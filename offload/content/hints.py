@@ -89,13 +89,21 @@ def _array_hints(main: MainCollection, items_shape: dict) -> list[_Candidate]:
         # A projection yields one row per item that is not null, each row from its item alone: when
         # every item is an object, a first page tells whether it finds anything (a jmespath pass over
         # 2,000 items takes 30 ms), and the count is known.
-        if set(map(type, items)) == {dict}:
-            candidates.append(_Candidate(f"{prefix}[].{{{pairs}}}", items[:PAGE], _items(len(items))))
-        else:
-            candidates.append(_Candidate(f"{prefix}[].{{{pairs}}}", head, _items(len(items) - items.count(None))))
+        check = items[:PAGE] if set(map(type, items)) == {dict} else head
+        candidates.append(_Candidate(f"{prefix}[].{{{pairs}}}", check, _items(_flattened_rows(items))))
     if len(items) > PAGE:
-        candidates.append(_Candidate(f"{prefix}[:{PAGE}]", items[:PAGE], _items(PAGE)))
+        # a slice projects too: the nulls among the first items yield no row
+        page = items[:PAGE]
+        candidates.append(_Candidate(f"{prefix}[:{PAGE}]", page, _items(PAGE - page.count(None))))
     return candidates
+
+
+def _flattened_rows(items: list) -> int:
+    """The rows `[]` yields: it flattens the items that are lists into their elements, then drops nulls."""
+    rows = len(items) - items.count(None)
+    if list in set(map(type, items)):
+        rows += sum(len(item) - item.count(None) - 1 for item in items if type(item) is list)
+    return rows
 
 
 def _map_hints(main: MainCollection) -> list[_Candidate]:

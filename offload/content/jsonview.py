@@ -161,12 +161,31 @@ class JsonView:
 
 def render_json(doc: Any, main: MainCollection, budget: int, count: Callable[[str], int],
                 *, rows: str = "") -> JsonView:
-    """The preview text of a document; `rows` ("rows" or "lines") lays NDJSON rows out bare, one per line."""
+    """The preview text of a document; `rows` ("rows" or "lines") lays NDJSON rows out bare, one per line.
+
+    The frame (the keys around the main collection) may take half the budget; when that leaves no room
+    for a single entry, the first entry matters more than the frame's other keys: the frame is
+    tightened to what the first entry, at the tightest limits, leaves.
+    """
+    view = _render(doc, main, budget, count, rows, budget // 2)
+    if view.shown_first or rows or not main.value:
+        return view
+    first = _first_entries(main.value)[0]
+    entry = compact(first[1] if isinstance(main.value, dict) else first, LEVELS[-1], Cuts())
+    room = budget - _marker_reserve(main, count) - count(entry) - 8  # 8: the entry's indent, key and comma
+    if room <= 0:
+        return view
+    tighter = _render(doc, main, budget, count, rows, room)
+    return tighter if tighter.shown_first else view
+
+
+def _render(doc: Any, main: MainCollection, budget: int, count: Callable[[str], int], rows: str,
+            frame_limit: int) -> JsonView:
     frame_cuts = Cuts()
     if rows:
         before, after, indent = [], [], ""
     else:
-        before, after = _fit_frame(doc, main, budget, count, frame_cuts)
+        before, after = _fit_frame(doc, main, frame_limit, count, frame_cuts)
         closing = after[0]
         indent = " " * (len(closing) - len(closing.lstrip(" ")) + 2)
     frame_text = "\n".join(before + after)
@@ -275,16 +294,16 @@ def _marker(main: MainCollection, first: int, last: int, rows: str) -> str:
     return f"… [{n:,} item{_s(n)} omitted: {path}[{first}:{last + 1}]] …"
 
 
-def _fit_frame(doc: Any, main: MainCollection, budget: int, count: Callable[[str], int],
+def _fit_frame(doc: Any, main: MainCollection, limit: int, count: Callable[[str], int],
                cuts: Cuts) -> tuple[list[str], list[str]]:
-    """The document around the main collection, tightened until it takes at most half the budget."""
+    """The document around the main collection, tightened until it takes at most `limit` tokens."""
     # Looser limits first, then fewer sibling keys; the last attempt stands even if it is too big.
     for cap, limits in [(cap, limits) for cap in (25, 10, 4, 0) for limits in LEVELS[1:]]:
         attempt = Cuts()
         frame = _frame(doc, main.keys, "", limits, cap, attempt)
         index = frame.index(_PLACEHOLDER)
         before, after = frame[:index], frame[index + 1:]
-        if count("\n".join(before + after)) * 2 <= budget:
+        if count("\n".join(before + after)) <= limit:
             break
     cuts.add(attempt)
     return before, after

@@ -12,10 +12,12 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-__all__ = ["LineView", "Lines", "clip_to_budget", "describe_omitted", "fill", "line_count", "text_preview",
-           "whole_text"]
+__all__ = ["LINES", "LineView", "Lines", "Unit", "clip_to_budget", "describe_omitted", "fill", "line_count",
+           "nul_separated", "text_preview", "whole_text"]
 
 Count = Callable[[str], int]
+Unit = tuple[str, str]  # what a line is called, one and many: ("line", "lines"), ("entry", "entries")
+LINES: Unit = ("line", "lines")
 
 MAX_HEAD_LINES = 2000
 ERROR_LINES = 5
@@ -55,6 +57,11 @@ class LineView:
     omitted: str
     extra: dict = field(default_factory=dict)
     per_file: Any = None  # grep: the match counts per file, for the next call on the same data
+
+
+def nul_separated(data: bytes) -> bool:
+    """Whether NUL bytes, not newlines, separate the entries (`find -print0`, `xargs -0`, `git ls-files -z`)."""
+    return data.count(b"\x00") > data.count(b"\n")
 
 
 def line_count(data: bytes) -> int:
@@ -190,11 +197,13 @@ def _line_cap(budget: int) -> int:
 
 
 def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | None = None,
-                 scan_errors: bool = True, line_cap: int | None = None, total: int | None = None) -> LineView:
+                 scan_errors: bool = True, line_cap: int | None = None, total: int | None = None,
+                 unit: Unit = LINES) -> LineView:
     """Head, then the tail when it matters, with exact counts of what lies between.
 
     `tail_lines` fixes how many last lines to show (CSV shows one); None decides from the content.
-    `total` is the line count when the caller knows it.
+    `total` is the line count when the caller knows it. `unit` names the lines in what the preview
+    says it leaves out, for content whose lines are something else (NUL-separated entries).
     """
     total = line_count(data) if total is None else total
     whole = whole_text(data, budget, count)
@@ -203,8 +212,8 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
     lines = Lines(data, count, line_cap or _line_cap(budget), total)
     if total == 1:  # one long line: its start and its end, as much as the budget allows
         only = lines.fit(lines.line(0, 0, len(data)), budget, both_ends=True)
-        return _assemble(data, budget, count, [only] if only else [], [], total, [], [], True)
-    marker_cost = count(f"… [{total:,} lines omitted: {total:,}–{total:,}] …") + 1
+        return _assemble(data, budget, count, [only] if only else [], [], total, [], [], True, unit)
+    marker_cost = count(f"… [{total:,} {unit[1]} omitted: {total:,}–{total:,}] …") + 1
     head = lines.head(MAX_HEAD_LINES, budget * 8)
     last = lines.tail(60, budget * 8)
     matters = bool(_TAIL_MATTERS.search("\n".join(line.text for line in last[-20:])))
@@ -249,12 +258,12 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
     if error_reserve:
         # Give what the error lines did not use back to the head and the tail; a listed line that
         # they now show is no longer omitted, so it leaves the list.
-        block = "\n".join(errors + [f"; lines among them that report errors (first {len(errors)}):"])
+        block = "\n".join(errors + [f"; {unit[1]} among them that report errors (first {len(errors)}):"])
         shown_head, tail = allocate(count(block) + 2 if errors else 0)
         gap = _gap(shown_head, tail, total)
         kept = [i for i, number in enumerate(error_numbers) if gap and gap[0] <= number <= gap[1]]
         errors, error_numbers = [errors[i] for i in kept], [error_numbers[i] for i in kept]
-    return _assemble(data, budget, count, shown_head, tail, total, errors, error_numbers, complete)
+    return _assemble(data, budget, count, shown_head, tail, total, errors, error_numbers, complete, unit)
 
 
 def whole_text(data: bytes, budget: int, count: Count) -> str | None:
@@ -331,7 +340,7 @@ def _error_lines(data: bytes, span: tuple[int, int], gap: tuple[int, int],
 
 
 def _assemble(data: bytes, budget: int, count: Count, head: list[_Line], tail: list[_Line], total: int,
-              errors: list[str], error_numbers: list[int], complete: bool) -> LineView:
+              errors: list[str], error_numbers: list[int], complete: bool, unit: Unit = LINES) -> LineView:
     while True:
         gap = _gap(head, tail, total)
         parts = [line.text for line in head]
@@ -340,11 +349,11 @@ def _assemble(data: bytes, budget: int, count: Count, head: list[_Line], tail: l
             n = last - first + 1
             if errors:
                 which = f"all {len(errors)}" if complete else f"first {len(errors)}"
-                parts.append(f"… [{n:,} line{'s' if n != 1 else ''} omitted: {first:,}–{last:,};"
-                             f" lines among them that report errors ({which}):] …")
+                parts.append(f"… [{n:,} {unit[n != 1]} omitted: {first:,}–{last:,};"
+                             f" {unit[1]} among them that report errors ({which}):] …")
                 parts.extend(errors)
             else:
-                parts.append(f"… [{n:,} line{'s' if n != 1 else ''} omitted: {first:,}–{last:,}] …")
+                parts.append(f"… [{n:,} {unit[n != 1]} omitted: {first:,}–{last:,}] …")
         parts.extend(line.text for line in tail)
         text = "\n".join(parts)
         if count(text) <= budget:
@@ -359,33 +368,33 @@ def _assemble(data: bytes, budget: int, count: Count, head: list[_Line], tail: l
         else:
             text = clip_to_budget(text, budget, count)
             break
-    omitted = describe_omitted(data, head, tail, total)
+    omitted = describe_omitted(data, head, tail, total, unit)
     extra: dict = {"lines": total}
     if error_numbers:
         extra["error_lines"] = error_numbers[: len(errors)]
     return LineView(text, bool(omitted), omitted, extra)
 
 
-def describe_omitted(data: bytes, head: list[_Line], tail: list[_Line], total: int) -> str:
+def describe_omitted(data: bytes, head: list[_Line], tail: list[_Line], total: int, unit: Unit = LINES) -> str:
     parts = []
     gap = _gap(head, tail, total)
     if gap:
         first, last = gap
         start, end = _gap_bytes(data, head, tail)
         n = last - first + 1
-        parts.append(f"lines {first:,}–{last:,} ({n:,} line{'s' if n != 1 else ''}, {end - start:,} bytes) not shown")
+        parts.append(f"{unit[1]} {first:,}–{last:,} ({n:,} {unit[n != 1]}, {end - start:,} bytes) not shown")
     cut = [line for line in head + tail if line.cut_chars]
     if len(cut) == 1 and cut[0].tail_chars:
         line = cut[0]
         first = line.head_chars
-        parts.append(f"line {line.number:,}: chars {first:,}–{first + line.cut_chars - 1:,}"
+        parts.append(f"{unit[0]} {line.number:,}: chars {first:,}–{first + line.cut_chars - 1:,}"
                      f" ({line.cut_chars:,} chars) not shown")
     elif len(cut) == 1:
         line = cut[0]
-        parts.append(f"line {line.number:,} cut after {line.head_chars:,} chars ({line.cut_chars:,} chars not shown)")
+        parts.append(f"{unit[0]} {line.number:,} cut after {line.head_chars:,} chars ({line.cut_chars:,} chars not shown)")
     elif cut:
         chars = sum(line.cut_chars for line in cut)
-        parts.append(f"{len(cut):,} long lines cut ({chars:,} chars not shown)")
+        parts.append(f"{len(cut):,} long {unit[1]} cut ({chars:,} chars not shown)")
     return "; ".join(parts)
 
 

@@ -14,11 +14,13 @@ from offload.content.detect import Detected
 from offload.content.hints import build_hints
 from offload.content.jsonview import render_json
 from offload.content.grep import grep_preview
-from offload.content.lines import LineView, clip_to_budget, text_preview
+from offload.content.lines import LineView, clip_to_budget, nul_separated, text_preview
 from offload.content.shape import MainCollection, describe_json, find_main
 from offload.content.table import describe_table
 
-__all__ = ["Preview", "build_preview"]
+__all__ = ["NUL_SHOWN", "Preview", "build_preview"]
+
+NUL_SHOWN = "\u2400"  # ␀, SYMBOL FOR NULL: how a NUL byte of text is shown
 
 
 @dataclass
@@ -60,12 +62,24 @@ def build_preview(detected: Detected, data: bytes, budget: int, count: Callable[
         detected.memo["matches_per_file"] = view.per_file
         preview = _from_lines(view)
     else:  # text, shell output, and JSON that does not parse
-        preview = _from_lines(text_preview(data, budget, count, total=detected.lines))
+        preview = _text(detected, data, budget, count)
+    if "\x00" in preview.text:  # a stray NUL, which some readers drop or choke on, made visible
+        preview.text = preview.text.replace("\x00", NUL_SHOWN)
     return _within(preview, budget, count)
 
 
 def _from_lines(view: LineView, **fields) -> Preview:
     return Preview(view.text, view.truncated, view.omitted, extra=view.extra, **fields)
+
+
+def _text(detected: Detected, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
+    """Lines; entries that NUL bytes separate are shown one per line and counted as entries."""
+    if b"\x00" not in data or not nul_separated(data):
+        return _from_lines(text_preview(data, budget, count, total=detected.lines))
+    # names (of files, mostly): one holding "error" reports nothing, so no error scan
+    view = text_preview(data.replace(b"\x00", b"\n"), budget, count, scan_errors=False, unit=("entry", "entries"))
+    extra = {"lines": detected.lines, "nul_separated_entries": view.extra["lines"]}
+    return Preview(view.text, view.truncated, view.omitted, extra=extra)
 
 
 def _binary(detected: Detected, data: bytes) -> Preview:
@@ -110,7 +124,7 @@ def _json(detected: Detected, data: bytes, budget: int, count: Callable[[str], i
     if view.omitted_entries:
         first = view.shown_first
         last = view.total - (2 if view.shown_last else 1)
-        where = "the top-level array" if main.path == "@" else main.path
+        where = main.path if main.keys else f"the top-level {'array' if isinstance(doc, list) else 'object'}"
         unit = "items" if isinstance(main.value, list) else "keys"
         label = "items" if unit == "items" else "entries"
         parts.append(f"{label} {first:,}–{last:,} of {where} ({view.omitted_entries:,} of {view.total:,}"

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import json
 import math
-from collections import Counter
+from collections import Counter, deque
 from dataclasses import dataclass
 from itertools import chain, islice, repeat
 from typing import Any
 
-__all__ = ["describe_json", "find_main", "jmespath_path", "render_shape", "MainCollection"]
+__all__ = ["MAIN_VISITS", "MAX_DEPTH", "MainCollection", "array_is_main", "describe_json", "find_main", "jmespath_path",
+           "render_shape"]
 
 MAX_DEPTH = 6  # levels described; deeper values only get their type
 MAX_KEYS = 25  # keys listed per object, then "more_keys"
@@ -27,6 +28,7 @@ KEY_CHARS = 100  # a key name longer than this is shortened in the shape (and so
 KEYS_READ = 1000  # keys read per object; a map with a million keys is not walked whole
 MAX_NODES = 300  # nodes emitted in one shape dict
 MAX_VISITS = 200_000  # values looked at in one document, whatever its nesting
+MAIN_VISITS = 5000  # objects looked into when looking for the main collection
 EXACT_FIELDS = 6  # main-array fields whose value counts are recounted over every item
 EXACT_RANGES = 2  # main-array numeric fields whose min and max are recomputed over every item
 _IDENTIFIER_START = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_")
@@ -62,34 +64,41 @@ def find_main(doc: Any) -> MainCollection:
     """The container whose entries the preview lists: the largest array, else the largest object.
 
     Only object keys are followed, so the path is a plain key chain (`data.items`) the model can query.
+    Objects are looked into breadth first, in document order (at most MAIN_VISITS of them, MAX_DEPTH
+    levels down), and of equal arrays the first found wins: a rule that depends only on the order of
+    the bytes, so the store's item index (`offload.store.chunking.json_item_index`) applies the same
+    rule to the bytes and counts the items of the very array the reference names.
     """
     if not isinstance(doc, dict):
         return MainCollection([], doc)
     best_array: tuple[int, list[str], list] | None = None
     best_object: tuple[int, list[str], dict] = (len(doc), [], doc)
-    stack: list[tuple[dict, list[str]]] = [(doc, [])]
+    queue: deque[tuple[dict, list[str]]] = deque([(doc, [])])
     visited = 0
-    while stack and visited < 5000:
-        node, keys = stack.pop()
+    while queue and visited < MAIN_VISITS:
+        node, keys = queue.popleft()
         visited += 1
         for key, value in node.items():
             if isinstance(value, list):
-                # The longest array wins; of equal ones, the shallowest.
-                depth = len(keys) + 1
-                if best_array is None or (len(value), -depth) > (best_array[0], -len(best_array[1])):
+                # the longest array wins; of equal ones the first found, which is the shallowest
+                if best_array is None or len(value) > best_array[0]:
                     best_array = (len(value), keys + [key], value)
             elif isinstance(value, dict) and len(keys) < MAX_DEPTH:
                 if len(value) > best_object[0]:
                     best_object = (len(value), keys + [key], value)
-                stack.append((value, keys + [key]))
-    if best_array is None:
-        return MainCollection(best_object[1], best_object[2])
-    # An object holding many more keys than the longest array has items is a map (a lockfile's
-    # "packages"): its entries are what the reader wants listed.
-    array_wins = best_array[0] >= 2 and best_array[0] * 2 >= best_object[0]
-    if array_wins or best_object[0] < 2:
+                queue.append((value, keys + [key]))
+    if best_array is not None and array_is_main(best_array[0], best_object[0]):
         return MainCollection(best_array[1], best_array[2])
     return MainCollection(best_object[1], best_object[2])
+
+
+def array_is_main(array_items: int, object_keys: int) -> bool:
+    """Whether the longest array, rather than the largest object, is the main collection.
+
+    An object holding many more keys than the longest array has items is a map (a lockfile's
+    "packages"): its entries are what the reader wants listed.
+    """
+    return (array_items >= 2 and array_items * 2 >= object_keys) or object_keys < 2
 
 
 def sample_indices(length: int, cap: int) -> range | list[int]:
@@ -467,7 +476,8 @@ def _render_table(shape: dict, width: int) -> str:
         head += f"; types from the first {shape['sampled']:,} rows"
     parts = []
     for name, column in columns.items():
-        nulls = f" ({column['nulls']:,} null)" if column.get("nulls") else ""
+        sample = " in sample" if column.get("nulls_from") == "sample" else ""
+        nulls = f" ({column['nulls']:,} null{sample})" if column.get("nulls") else ""
         parts.append(f"{name}: {column['type']}{nulls}")
     lines, line = [head], "columns:"
     for part in parts:

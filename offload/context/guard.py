@@ -53,7 +53,7 @@ class Facts:
     def still_valid(self, msg: Any) -> bool:
         if self.msg is not msg:
             return False
-        if self.data is not msg:  # an SDK object converted once: its identity is all we can check
+        if not isinstance(msg, dict):  # an SDK object converted once: its identity is all we can check
             return True
         if len(msg) != self.size:
             return False
@@ -151,8 +151,13 @@ class ContextGuard:
                 raise InvalidArgument(f"a message must be a dict (or an SDK object with model_dump), "
                                       f"not {type(msg).__name__}")
             data = dump(mode="json", exclude_none=True)
-        held = tuple((k, data[k], tuple(data[k]) if isinstance(data[k], list) else None)
-                     for k in _WATCHED if k in data)
+        elif any(_is_sdk_object(v) or isinstance(v, list) and any(map(_is_sdk_object, v)) for v in msg.values()):
+            # {"role": "assistant", "content": message.content}: the SDK's blocks inside a dict, as the
+            # Anthropic docs write the loop; read (and stored) as the dicts they stand for
+            data = {k: [_plain(x) for x in v] if isinstance(v, list) else _plain(v) for k, v in msg.items()}
+        watched = msg if isinstance(msg, dict) else data  # in-place changes show on the caller's dict
+        held = tuple((k, watched[k], tuple(watched[k]) if isinstance(watched[k], list) else None)
+                     for k in _WATCHED if k in watched)
         facts = Facts(msg, fmt.name, data, held, len(data), tokens if tokens is not None else self.count_message(data),
                       fmt.role(data), fmt.calls(data), fmt.results(data), seen=self._fits)
         self._facts[id(msg)] = facts
@@ -226,6 +231,14 @@ class ContextGuard:
 
     def remember_span(self, api: str, span: tuple, note: Facts, artifact_id: str) -> None:
         self._spans.setdefault((api, id(span[0])), []).append((span, note, artifact_id))
+
+
+def _is_sdk_object(value: Any) -> bool:
+    return not isinstance(value, (dict, list, str)) and callable(getattr(value, "model_dump", None))
+
+
+def _plain(value: Any) -> Any:
+    return value.model_dump(mode="json", exclude_none=True) if _is_sdk_object(value) else value
 
 
 def _args(args: Any) -> dict | None:

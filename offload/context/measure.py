@@ -3,13 +3,12 @@ overhead), a tool result's parts, and offload's own texts, which are recognised 
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from typing import Any, Callable
 
-import orjson
 
 from .formats import IMAGE_BLOCKS, MEDIA_BLOCKS, TEXT_BLOCKS
+from .. import jsontext
 
 OVERHEAD = 4  # tokens per message for its role and separators (OpenAI documents 3-4)
 IMAGE_TOKENS = 1600  # an image at the providers' default maximum size (Anthropic ~1,600; OpenAI <= 1,105)
@@ -23,11 +22,7 @@ def is_offload_text(value: Any) -> bool:
 
 
 def dumps(value: Any, *, indent: bool = False) -> bytes:
-    try:
-        return orjson.dumps(value, default=str,
-                            option=orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0))
-    except orjson.JSONEncodeError:  # lone surrogates (bytes a decoder escaped): JSON \u escapes keep them
-        return json.dumps(value, default=str, indent=2 if indent else None).encode()
+    return jsontext.dumps(value, indent=indent, non_str_keys=True)
 
 
 def media_tokens(block: dict) -> int:

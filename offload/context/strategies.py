@@ -1,6 +1,8 @@
 """The strategies, tried in order until the conversation fits its budget:
 
-a. a result over the per-result cap (window_share of the window) becomes its reference;
+a. a result over the per-result cap (window_share of the window) becomes its reference; when the most
+   recent turn alone is still over the budget (parallel calls, each under the cap), its results share
+   what the turn's other messages leave, and those over their share become references too;
 b. older results, oldest first, become one-line placeholders naming their artifact;
 c. the oldest groups after the first user message are dropped as one span, stored as one artifact (the
    messages as JSON) and named by a one-line note in their place; the first user message goes last;
@@ -14,8 +16,8 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import ContextBudgetExceeded
 from ..results import to_payload
-from .formats import ASSISTANT, RESULT, SYSTEM, USER, Format
-from .measure import Part, dumps, is_offload_text
+from .formats import ASSISTANT, RESULT, SYSTEM, USER, Call, Format
+from .measure import OVERHEAD, Part, dumps, is_offload_text
 from .placeholders import Stored, block_placeholder, note_text, text_placeholder
 from .report import DROP, OFFLOAD, PLACEHOLDER, Action, ContextReport
 
@@ -38,7 +40,12 @@ class Fitting:
         while self.head < len(facts) and facts[self.head].role == SYSTEM:
             self.head += 1
         self.groups = group(facts, self.head)
-        self.tools = {c.call_id: c for f in facts for c in f.calls}
+        # each result's call: the nearest one before it with its id (some providers reuse "call_0")
+        self.calls: dict[tuple[int, Any], Call] = {}
+        latest: dict[Any, Call] = {}
+        for i, f in enumerate(facts):
+            latest.update((c.call_id, c) for c in f.calls)
+            self.calls.update(((i, slot.call_id), latest[slot.call_id]) for slot in f.slots if slot.call_id in latest)
 
     def fits(self) -> bool:
         return self.total <= self.budget
@@ -54,14 +61,15 @@ class Fitting:
             if self.fits():
                 return self.out, self.facts
             if self.facts[i].tokens > self.cap:
-                self._replace(i, OFFLOAD, ("offload", self.cap), self._offload)
+                self._replace(i, OFFLOAD, ("offload", self.cap), lambda facts, i=i: self._offload(facts, i, self.cap))
         if self.fits():
             return self.out, self.facts
+        self._share_latest(last)
         self._check_possible()
         for i in results:  # b. older results: a one-line placeholder
             if self.fits() or i >= last[0]:
                 break
-            self._replace(i, PLACEHOLDER, ("placeholder",), self._placeholder)
+            self._replace(i, PLACEHOLDER, ("placeholder",), lambda facts, i=i: self._placeholder(facts, i))
         if not self.fits():  # c. older groups: dropped as one stored span
             self._drop()
         if not self.fits():  # d. only a note the estimate undercounted can still get here
@@ -69,6 +77,28 @@ class Fitting:
         return self.out, self.facts
 
     # -- a and b ----------------------------------------------------------------------------
+
+    def _share_latest(self, last: tuple[int, int]) -> None:
+        """a, again, for the most recent turn alone over the budget while none of its results is over the
+        cap (parallel calls): its results share what the turn's other messages leave, and the ones over
+        their share become references, the largest first."""
+        def needed() -> int:
+            return self._tokens(0, self.head) + self._tokens(*last)
+
+        if needed() <= self.budget:
+            return
+        holders = [i for i in range(*last) if self.facts[i].slots]
+        slots = sum(len(self.facts[i].slots) for i in holders)
+        if not slots:
+            return
+        others = needed() - sum(self.facts[i].tokens for i in holders)
+        share = (self.budget - others) // slots - OVERHEAD
+        if share <= 0:
+            return  # not even a one-line placeholder each: d says so
+        for i in sorted(holders, key=lambda i: -self.facts[i].tokens):
+            if needed() <= self.budget:
+                return
+            self._replace(i, OFFLOAD, ("offload", share), lambda facts, i=i: self._offload(facts, i, share))
 
     def _replace(self, i: int, strategy: str, key: tuple, build: Callable[[Facts], Any]) -> None:
         old = self.facts[i]
@@ -83,19 +113,19 @@ class Fitting:
         self.total += new_facts.tokens - old.tokens
         self.report.actions.append(Action(strategy, [i], list(artifact_ids), old.tokens, new_facts.tokens, reused))
 
-    def _tool(self, call_id: str | None) -> tuple[str, Any]:
-        call = self.tools.get(call_id)
+    def _tool(self, i: int, call_id: str | None) -> tuple[str, Any]:
+        call = self.calls.get((i, call_id))
         return (call.tool, call.args) if call is not None else ("tool", None)
 
-    def _offload(self, facts: Facts):
-        """a: each slot over the cap shares it among its parts in proportion to their size."""
-        cap, count = self.cap, self.guard.off.counter.count
+    def _offload(self, facts: Facts, i: int, cap: int):
+        """a: each slot over `cap` shares it among its parts in proportion to their size."""
+        count = self.guard.off.counter.count
         contents, ids, reused = {}, [], True
         for position, slot in enumerate(facts.slots):
             parts = self.guard.parts(facts, position)
             if sum(p.tokens for p in parts) <= cap:
                 continue
-            tool, args = self._tool(slot.call_id)
+            tool, args = self._tool(i, slot.call_id)
             texts = {k: p for k, p in enumerate(parts) if p.kind == "text"}
             blocks = {k: p for k, p in enumerate(parts) if p.kind == "block"}
             media = sum(p.tokens for p in blocks.values())
@@ -121,12 +151,12 @@ class Fitting:
                 contents[position] = self._rebuild(slot.content, parts, new)
         return self._variant(facts, contents, ids, reused)
 
-    def _placeholder(self, facts: Facts):
+    def _placeholder(self, facts: Facts, i: int):
         """b: every part of the result worth it becomes a one-line placeholder."""
         contents, ids, reused = {}, [], True
         for position, slot in enumerate(facts.slots):
             parts = self.guard.parts(facts, position)
-            tool, args = self._tool(slot.call_id)
+            tool, args = self._tool(i, slot.call_id)
             new = {}
             for k, p in enumerate(parts):
                 if p.tokens < MIN_REPLACE:

@@ -119,7 +119,10 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
         # predates the lock wait: two gcs at once fail with a serialization error, a removal of orphaned
         # content misses the artifact a put committed meanwhile (and drops content in use), and a
         # migrator that waited for another's lock reads the revision from before that migration.
-        engine = sa.create_engine(parsed, pool_pre_ping=True, isolation_level="READ COMMITTED")
+        connect_args = {} if "connect_timeout" in parsed.query else {"connect_timeout": max(1, round(busy_timeout))}
+        engine = sa.create_engine(parsed, pool_pre_ping=True, isolation_level="READ COMMITTED",
+                                  connect_args=connect_args)
+        _postgresql_events(engine, busy_timeout)
     elif backend == "duckdb":
         engine = sa.create_engine(parsed)
     else:
@@ -165,6 +168,17 @@ def _sqlite_events(engine: Engine, busy_timeout: float) -> None:
     def _on_begin(conn):
         write = conn.get_execution_options().get("offload_write", False)
         conn.exec_driver_sql("BEGIN IMMEDIATE" if write else "BEGIN")
+
+
+def _postgresql_events(engine: Engine, busy_timeout: float) -> None:
+    @event.listens_for(engine, "connect")
+    def _on_connect(dbapi_conn, _record):
+        # A row or table lock held elsewhere (a long transaction, a LOCK TABLE, another gc) would make a
+        # write wait for ever, and with it the tool call: after busy_timeout the write fails, and the call
+        # fails open like on a busy SQLite store. Advisory locks (gc, migrations) wait as long.
+        with dbapi_conn.cursor() as cur:
+            cur.execute(f"SET lock_timeout = {int(busy_timeout * 1000)}")
+        dbapi_conn.commit()  # a SET inside the connection's first transaction would be rolled back with it
 
 
 # Pages of 32 KiB rather than SQLite's 4 KiB: a chunk's blob is a chain of overflow pages, each its own

@@ -239,9 +239,13 @@ class Store:
             used = known[1]
             if used + size > self.quota_bytes:
                 self._used = known
+                if size > self.quota_bytes:
+                    raise QuotaExceeded(f"{size:,} bytes are more than the store's whole quota of "
+                                        f"{self.quota_bytes:,} bytes (raise OFFLOAD_QUOTA_BYTES)", size)
                 raise QuotaExceeded(
                     f"storing {size:,} bytes would take the store to {used + size:,} bytes, over its quota of "
-                    f"{self.quota_bytes:,} (run `offload gc`, or raise OFFLOAD_QUOTA_BYTES)")
+                    f"{self.quota_bytes:,} (`offload gc` evicts the least recently used to make room; pinned "
+                    "artifacts stay: unpin or delete some, or raise OFFLOAD_QUOTA_BYTES)", size)
             # counted as written even if the write then fails: a sum too high only brings a count sooner
             self._used = (known[0], used + size)
 
@@ -291,8 +295,7 @@ class Store:
         lines), or None. The context guard names it instead of storing the same bytes again."""
         a = artifacts.c
         query = (sa.select(a.id, a.tool, a.kind, a.bytes, a.lines).where(
-            a.sha256 == sha256, a.namespace == namespace, a.status == ACTIVE,
-            sa.or_(a.expires_at.is_(None), a.expires_at > utcnow(), a.pinned == sa.true()))
+            a.sha256 == sha256, a.namespace == namespace, _live())
             .order_by(a.created_at.desc(), a.id.desc()).limit(1))
         with self._read() as conn:
             row = conn.execute(query).mappings().first()
@@ -307,8 +310,8 @@ class Store:
             raise InvalidArgument("limit must be at least 1")
         a = artifacts.c
         query = sa.select(artifacts).where(a.namespace == namespace)
-        if not include_ended:
-            query = query.where(a.status == ACTIVE)
+        if not include_ended:  # past its TTL is ended too, gc or not: `get` answers "expired" for it
+            query = query.where(_live())
         for column, value in ((a.tool, tool), (a.session, session), (a.kind, kind)):
             if value is not None:
                 query = query.where(column == value)
@@ -316,10 +319,9 @@ class Store:
             query = query.where(a.created_at >= since)
         if until is not None:
             query = query.where(a.created_at < until)
-        if text:
-            pattern = f"%{text}%"
-            query = query.where(sa.or_(a.tool.like(pattern), a.args.like(pattern), a.meta.like(pattern),
-                                       a.session.like(pattern), a.id.like(pattern)))
+        if text:  # a substring: % and _ in it are themselves, not LIKE wildcards
+            query = query.where(sa.or_(*(column.contains(text, autoescape=True)
+                                         for column in (a.tool, a.args, a.meta, a.session, a.id))))
         if cursor:
             created, last_id = _decode_cursor(cursor)
             query = query.where(sa.or_(a.created_at < created, sa.and_(a.created_at == created, a.id < last_id)))
@@ -338,8 +340,7 @@ class Store:
         a = artifacts.c
         query = (sa.select(a.id, a.args)
                  .where(a.sha256 == sha256, a.namespace == namespace, a.session == session, a.tool == tool,
-                        a.status == ACTIVE,
-                        sa.or_(a.expires_at.is_(None), a.expires_at > utcnow(), a.pinned == sa.true()))
+                        _live())
                  .order_by(a.created_at.desc(), a.id.desc()).limit(limit))
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
@@ -378,16 +379,18 @@ class Store:
 
     def read_range(self, sha256: str, start: int, end: int) -> bytes:
         """Bytes [start, end) read from the chunks that hold them only."""
+        return b"".join(self.iter_range(sha256, start, end))
+
+    def iter_range(self, sha256: str, start: int, end: int) -> Iterator[bytes]:
+        """Bytes [start, end), a chunk's worth at a time, from the chunks that hold them only."""
         if end <= start:
-            return b""
+            return
         first = self.chunk_at(sha256, "bytes", start)
         last = self.chunk_at(sha256, "bytes", end - 1)
-        parts = []
         for meta, data in self.iter_chunks(sha256, first, last):
             lo = max(start - meta["byte_start"], 0)
             hi = min(end - meta["byte_start"], len(data))
-            parts.append(data[lo:hi])
-        return b"".join(parts)
+            yield data[lo:hi]
 
     def iter_bytes(self, sha256: str) -> Iterator[bytes]:
         for _meta, data in self.iter_chunks(sha256):
@@ -446,10 +449,13 @@ class Store:
             freed += int(size)
         return removed, freed
 
-    def gc(self, *, now: dt.datetime | None = None, quota_bytes: int | None = None) -> GcReport:
-        """Expire what is past its TTL, then evict least recently used until under quota; pins stay."""
+    def gc(self, *, now: dt.datetime | None = None, quota_bytes: int | None = None, room: int = 0) -> GcReport:
+        """Expire what is past its TTL, then evict least recently used until under quota, with `room` bytes
+        to spare (a write that did not fit asks for its size); pins stay."""
         now = now or utcnow()
         quota = quota_bytes if quota_bytes is not None else self.quota_bytes
+        if quota is not None and room:
+            quota = max(quota - room, 0) if room <= quota else None  # nothing can make room for more than all
         report = GcReport()
         a = artifacts.c
         with self._write() as conn:
@@ -510,29 +516,34 @@ class Store:
         return problems
 
     def stats(self, namespace: str) -> dict[str, Any]:
-        """Counts and sizes of active artifacts, and tokens kept out of the context, per session and tool.
+        """Counts and sizes of live artifacts, and tokens kept out of the context, per session and tool.
 
-        Tokens kept out = the raw result's estimate minus what the model was shown instead.
+        Tokens kept out = the raw result's estimate minus what the model was shown instead. `store_bytes`
+        is what those artifacts take once identical content is counted once: this namespace's own
+        figure (the store's total would tell one tenant what the others keep).
         """
         a = artifacts.c
         saved = sa.func.sum(a.tokens - a.shown_tokens)
+        mine = sa.and_(a.namespace == namespace, _live())
         base = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(a.bytes), 0),
-                         sa.func.coalesce(sa.func.sum(a.tokens), 0), sa.func.coalesce(saved, 0)
-                         ).where(a.namespace == namespace, a.status == ACTIVE)
+                         sa.func.coalesce(sa.func.sum(a.tokens), 0), sa.func.coalesce(saved, 0)).where(mine)
+        distinct = sa.select(sa.func.coalesce(sa.func.sum(contents.c.bytes), 0)).where(
+            contents.c.sha256.in_(sa.select(a.sha256).where(mine)))
         with self._read() as conn:
             count, size, tokens, kept = conn.execute(base).one()
             groups = {}
             for name, column in (("by_tool", a.tool), ("by_session", a.session)):
                 rows = conn.execute(sa.select(column, sa.func.count(), sa.func.coalesce(sa.func.sum(a.bytes), 0),
                                               sa.func.coalesce(saved, 0))
-                                    .where(a.namespace == namespace, a.status == ACTIVE)
+                                    .where(mine)
                                     .group_by(column).order_by(sa.desc(sa.func.coalesce(saved, 0)))).all()
                 groups[name] = [{"name": r[0], "artifacts": int(r[1]), "bytes": int(r[2]), "tokens_saved": int(r[3])}
                                 for r in rows]
             extracts_count = conn.execute(sa.select(sa.func.count()).select_from(extracts).where(
                 extracts.c.namespace == namespace)).scalar_one()
+            store_bytes = conn.execute(distinct).scalar_one()
         return {"artifacts": int(count), "bytes": int(size), "tokens": int(tokens), "tokens_saved": int(kept),
-                "extracts": int(extracts_count), "store_bytes": self.total_bytes(), **groups}
+                "extracts": int(extracts_count), "store_bytes": int(store_bytes), **groups}
 
     # -- the extract log --------------------------------------------------------------------
 
@@ -557,6 +568,12 @@ class Store:
             query = query.limit(limit)
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def _live() -> sa.ColumnElement[bool]:
+    """An artifact that answers `get`: active, and pinned or not past its TTL (gc may not have run)."""
+    a = artifacts.c
+    return sa.and_(a.status == ACTIVE, sa.or_(a.expires_at.is_(None), a.expires_at > utcnow(), a.pinned == sa.true()))
 
 
 def _iso(value: dt.datetime | None) -> str | None:

@@ -26,6 +26,7 @@ from offload.errors import InvalidArgument, QueryError, QueryTimeout
 __all__ = [
     "BoundedCache",
     "GrepPage",
+    "detached",
     "grep_lines",
     "jmespath_example",
     "run_jmespath",
@@ -65,6 +66,16 @@ def run_jmespath(doc: Any, expression: str) -> Any:
             f"sort_by(items, &id). Example for this document: {jmespath_example(doc)}"
         )
     return result
+
+
+def detached(value: Any) -> Any:
+    """A copy of a parsed JSON value that shares no list or dict with it (scalars are immutable and stay
+    shared): what is handed out of a cached document, so that editing it never changes the cache."""
+    if isinstance(value, dict):
+        return {key: detached(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [detached(item) for item in value]
+    return value
 
 
 _NO_FAST_PATH = object()

@@ -9,15 +9,17 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterator
-
-import orjson
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..content import parse_json
 from ..errors import InvalidArgument, QueryError
+from ..jsontext import dumps
 from ..store import Store
-from .engines import BoundedCache, grep_lines, jmespath_example, run_jmespath
+from ..tokens import surely_over
+from .engines import BoundedCache, detached, grep_lines, jmespath_example, run_jmespath
+from .schemas import encode_item, render_query
 from .slicing import _absolute, validate
 
 if TYPE_CHECKING:
@@ -50,7 +52,7 @@ class Outcome:
 
 
 def canonical(value: Any) -> bytes:
-    return orjson.dumps(value, option=orjson.OPT_SORT_KEYS, default=str)
+    return dumps(value, sort_keys=True)
 
 
 class QueryRunner:
@@ -65,23 +67,29 @@ class QueryRunner:
         return b"".join(self.store.iter_bytes(row["sha256"]))
 
     def document(self, row: dict) -> Any:
-        """The parsed JSON document (NDJSON: the list of rows), cached by content hash."""
+        """The parsed JSON document (NDJSON: the list of rows), cached by content hash. Shared: read it,
+        never edit it, and hand out copies (`detached`) or `parsed_copy`."""
+        key = ("doc", row["sha256"])
+        doc = self.cache.get(key)
+        if doc is None:
+            doc = self.parsed_copy(row)
+            self.cache.put(key, doc, row["bytes"] * 4)  # parsed objects weigh several times their text
+        return doc
+
+    def parsed_copy(self, row: dict) -> Any:
+        """The document parsed afresh, owned by the caller (for a whole document, parsing is ~3x faster
+        than copying the cached one)."""
         if row["kind"] not in ("json", "ndjson"):
             raise InvalidArgument(
                 f"{row['id']} is {row['kind']}, not JSON: JMESPath needs a JSON or NDJSON artifact. "
                 "Use grep=\"regex\" to search its lines" + (", or sql=\"SELECT … FROM artifact\"."
                                                            if row["kind"] == "csv" else "."))
-        key = ("doc", row["sha256"])
-        doc = self.cache.get(key)
-        if doc is None:
-            data = self.raw(row)
-            try:
-                doc = (parse_json(data) if row["kind"] == "json"
-                       else [parse_json(line) for line in data.splitlines() if line.strip()])
-            except ValueError as exc:
-                raise QueryError(f"{row['id']} could not be parsed as JSON: {exc}") from exc
-            self.cache.put(key, doc, len(data) * 4)  # parsed objects weigh several times their text
-        return doc
+        data = self.raw(row)
+        try:
+            return (parse_json(data) if row["kind"] == "json"
+                    else [parse_json(line) for line in data.splitlines() if line.strip()])
+        except ValueError as exc:
+            raise QueryError(f"{row['id']} could not be parsed as JSON: {exc}") from exc
 
     def items_of(self, row: dict, path: str | None) -> list[Any]:
         doc = self.document(row)
@@ -132,6 +140,9 @@ class QueryRunner:
         if len(given) != 1:
             raise InvalidArgument("give exactly one of jmespath, grep or sql, e.g. "
                                   "query_artifact(artifact_id, grep=\"error\").")
+        if type(limit) is int and limit == 0:  # an empty page whose `next` would be this same call again
+            raise InvalidArgument("limit must be at least 1 (got 0); omit it (null) for the whole result, "
+                                  "or use offset to skip results.")
         validate("lines", offset, limit)
         if not isinstance(context, int) or context < 0 or context > 50:
             raise InvalidArgument(f"context must be an integer from 0 to 50 (got {context!r}).")
@@ -141,44 +152,106 @@ class QueryRunner:
             return self._grep(row, grep, offset, limit, context)
         return self._sql(row, sql, offset, limit)
 
-    def _fits(self, value: Any) -> bool:
-        return self.count(orjson.dumps(value, default=str).decode()) <= self.budget
+    def _fits(self, response: dict, pieces: list[str] | None = None) -> bool:
+        """Whether what the model reads fits the budget: the rendered text (OpenAI, Anthropic, MCP content)
+        and the structured JSON (MCP structuredContent, HTTP), each counted whole with its envelope."""
+        text = render_query(response, pieces)
+        if surely_over(len(text.encode()), self.budget) or self.count(text) > self.budget:
+            return False
+        return self.count(json.dumps(response, ensure_ascii=False, default=str)) <= self.budget
 
-    def _inline(self, row: dict, op: str, expression: str, result: Any, count: int, next_offset: int | None,
-                args: dict) -> Outcome:
+    def _response(self, row: dict, op: str, expression: str, result: Any, count: int, next_offset: int | None,
+                  args: dict, cut: str | None = None) -> dict:
         nxt = None
         if next_offset is not None:
-            nxt = {"artifact_id": row["id"], op: expression, **{k: v for k, v in args.items() if v},
-                   "offset": next_offset}
-        return Outcome(op, expression, inline={
-            "artifact_id": row["id"], "kind": op, "expression": expression, "result": result, "count": count,
-            "next_offset": next_offset, "next": nxt}, count=count)
+            # the exact following call: the same arguments, with defaults (no limit, no context) left out
+            given = {k: v for k, v in args.items() if v is not None and not (k == "context" and v == 0)}
+            nxt = {"artifact_id": row["id"], op: expression, **given, "offset": next_offset}
+        response = {"artifact_id": row["id"], "kind": op, "expression": expression, "result": result,
+                    "count": count, "next_offset": next_offset, "next": nxt}
+        if cut is not None:
+            response["cut"] = cut
+        return response
 
-    def _page(self, row, op, expression, items: list[Any], offset: int, limit: int | None, args: dict,
-              derived_kind: str, render: Callable[[list[Any]], bytes]) -> Outcome:
-        """Page a list result: inline when it fits, else cut to the budget (limit given) or derived."""
-        total = len(items)
-        start = _absolute(offset, total)
-        stop = total if limit is None else min(start + limit, total)
-        page = items[start:stop]
-        if self._fits(page):
-            return self._inline(row, op, expression, page, total, stop if stop < total else None, args)
-        if limit is None and start == 0:
-            return Outcome(op, expression, derived=render(items), derived_kind=derived_kind, count=total)
-        keep = _fit_prefix(page, self._fits)
-        if keep == 0:
-            return Outcome(op, expression, derived=render(page[:1]), derived_kind=derived_kind, count=total)
-        return self._inline(row, op, expression, page[:keep], total, start + keep, args)
+    def _inline(self, response: dict) -> Outcome:
+        return Outcome(response["kind"], response["expression"], inline=response, count=response["count"])
+
+    def _too_small(self, op: str) -> QueryError:
+        return QueryError(f"The query budget ({self.budget:,} tokens) cannot hold even an empty page of this "
+                          f"{op} result with its expression; shorten the expression or raise query_tokens.")
+
+    def _page(self, row: dict, op: str, expression: str, page: list[Any], start: int, total: int, args: dict,
+              whole: Callable[[], Outcome] | None) -> Outcome:
+        """A page of a list result (elements start… of total): inline when it fits; else the derived whole
+        result when the whole was asked for (`whole`), else the longest prefix that fits, `next` just past it."""
+
+        def respond(n: int, cut: str | None = None) -> dict:
+            end = start + n
+            return self._response(row, op, expression, page[:n], total, end if end < total else None, args, cut)
+
+        bound = self._bound(len(dumps(item)) for item in page)
+        pieces = [encode_item(item) for item in page[:bound]]  # encoded once for every prefix measured
+        if bound == len(page) and self._fits(respond(len(page)), pieces):
+            return self._inline(respond(len(page)))
+        if whole is not None:
+            return whole()
+        keep = _fit_prefix(bound, lambda n: self._fits(respond(n), pieces[:n]))
+        if keep:
+            return self._inline(respond(keep))
+        return self._inline(self._left_out(row, op, expression, page[0], start, respond))
+
+    def _bound(self, sizes: Iterable[int]) -> int:
+        """How many leading elements may fit at all: past this many their bytes alone surely exceed the
+        budget, so a page of 100,000 rows is never rendered and counted whole."""
+        fitting, used = 0, 0
+        for size in sizes:
+            used += size
+            if surely_over(used, self.budget):
+                break
+            fitting += 1
+        return fitting
+
+    def _left_out(self, row: dict, op: str, expression: str, element: Any, index: int,
+                  respond: Callable[..., dict]) -> dict:
+        """A page whose first element alone is over the budget: that element is left out (a JSON value cut
+        short would be wrong data), `next` goes on after it, and `cut` names the call that stores it whole
+        as its own artifact (to read with fetch_slice)."""
+        if op == "jmespath":
+            alone = {"artifact_id": row["id"], "jmespath": f"({expression})[{index}]"}
+        else:
+            alone = {"artifact_id": row["id"], "sql": f"SELECT * FROM (\n{expression.strip().rstrip(';')}\n) "
+                                                      f"LIMIT 1 OFFSET {index}"}
+        size = len(dumps(element))
+        cut = (f"result {index:,} alone ({size:,} bytes of JSON) is more than this page's budget of "
+               f"{self.budget:,} tokens, so it is not shown; query_artifact("
+               + ", ".join(f"{k}={json.dumps(v, ensure_ascii=False)}" for k, v in alone.items())
+               + ") stores it whole as a new artifact; next continues after it")
+        response = respond(1, cut)
+        response["result"] = []
+        if not self._fits(response):
+            raise self._too_small(op)
+        return response
 
     def _jmespath(self, row: dict, expression: str, offset: int, limit: int | None) -> Outcome:
         result = run_jmespath(self.document(row), expression)
         if isinstance(result, list):
-            return self._page(row, "jmespath", expression, result, offset, limit, {"limit": limit}, "json",
-                              lambda items: orjson.dumps(items, default=str))
-        count = 0 if result is None else 1
-        if self._fits(result):
-            return self._inline(row, "jmespath", expression, result, count, None, {})
-        return Outcome("jmespath", expression, derived=orjson.dumps(result, default=str), count=count)
+            total = len(result)
+            start = _absolute(offset, total)
+            page = result[start:total if limit is None else start + limit]
+            outcome = self._page(row, "jmespath", expression, page, start, total, {"limit": limit}, whole=(
+                lambda: Outcome("jmespath", expression, derived=dumps(result), count=total))
+                if limit is None and start == 0 else None)
+        else:
+            count = 0 if result is None else 1
+            response = self._response(row, "jmespath", expression, result, count, None, {})
+            if not self._fits(response):
+                return Outcome("jmespath", expression, derived=dumps(result), count=count)
+            outcome = self._inline(response)
+        if outcome.inline is not None:
+            # the result shares objects with the cached document: hand out a copy of the page only, so that
+            # a caller editing its answer cannot change what later queries see
+            outcome.inline["result"] = detached(outcome.inline["result"])
+        return outcome
 
     def _lines(self, row: dict) -> Iterator[str]:
         carry = ""
@@ -194,21 +267,48 @@ class QueryRunner:
             raise InvalidArgument(f"{row['id']} is binary data; grep searches text. Use fetch_slice(unit=\"bytes\").")
         page = grep_lines(self._lines(row), pattern, offset=offset, limit=limit, context=context,
                           timeout=self.timeout)
-        lines = _grep_text(page.matches)
         args = {"limit": limit, "context": context}
-        if self._fits(lines):
-            nxt = page.next_offset
-            return self._inline(row, "grep", pattern, lines, page.total, nxt, args)
+
+        def respond(n: int, lines: list[str] | None = None, cut: str | None = None) -> dict:
+            end = page.offset + n
+            if lines is None:
+                lines = _grep_text(_first_matches(page.matches, n))
+            return self._response(row, "grep", pattern, lines, page.total, end if end < page.total else None,
+                                  args, cut)
+
+        bound = self._bound(len(entry["text"]) for entry in page.matches if entry["match"])
+        if bound == page.returned and self._fits(respond(page.returned)):
+            return self._inline(respond(page.returned))
         if limit is None and page.offset == 0:
+            lines = _grep_text(page.matches)
             return Outcome("grep", pattern, derived=("\n".join(lines) + "\n").encode(), derived_kind="text",
                            count=page.total)
         # an explicit page too big for the budget: fewer matches, and say where to continue
-        keep = _fit_prefix(list(range(page.returned)), lambda n: self._fits(_grep_text(
-            _first_matches(page.matches, len(n)))))
-        kept = _first_matches(page.matches, max(keep, 1))
-        nxt = page.offset + max(keep, 1)
-        return self._inline(row, "grep", pattern, _grep_text(kept), page.total,
-                            nxt if nxt < page.total else None, args)
+        keep = _fit_prefix(bound, lambda n: self._fits(respond(n)))
+        if keep:
+            return self._inline(respond(keep))
+        return self._inline(self._cut_lines(row, _first_matches(page.matches, 1), respond))
+
+    def _cut_lines(self, row: dict, entries: list[dict], respond: Callable[..., dict]) -> dict:
+        """One match (with its context) over the budget: its lines are cut to the longest length that
+        fits, each cut line saying so; `cut` names them and the fetch_slice call that reads one whole."""
+        longest = max(len(entry["text"]) for entry in entries)
+
+        def attempt(width: int) -> dict:
+            shown = [{**entry, "text": entry["text"][:width] + f" …[cut: {len(entry['text']) - width:,} more "
+                      "characters]"} if len(entry["text"]) > width else entry for entry in entries]
+            cut_at = [entry["line"] for entry in entries if len(entry["text"]) > width]
+            first = cut_at[0]
+            cut = (f"line{'s' if len(cut_at) > 1 else ''} {', '.join(f'{n:,}' for n in cut_at)} "
+                   f"{'are' if len(cut_at) > 1 else 'is'} longer than this page's budget allows and "
+                   f"{'are' if len(cut_at) > 1 else 'is'} cut after {width:,} characters; "
+                   f"fetch_slice(artifact_id=\"{row['id']}\", offset={first}, limit=1) reads line {first:,} "
+                   "whole, page by page")
+            return respond(1, _grep_text(shown), cut)
+
+        if not self._fits(attempt(0)):
+            raise self._too_small("grep")
+        return attempt(_fit_prefix(longest - 1, lambda width: self._fits(attempt(width))))
 
     def _sql(self, row: dict, sql: str, offset: int, limit: int | None) -> Outcome:
         if offset < 0:
@@ -218,34 +318,33 @@ class QueryRunner:
         rows: list[dict] = []
         spill: list[bytes] | None = None  # every row, once the whole result is known not to fit inline
         total = 0
+        args = {"limit": limit}
         try:
             for item in result.iter_rows():
                 total += 1  # counted to the end, so `count` is exact even for a page
                 if spill is not None:
-                    spill.append(orjson.dumps(item, default=str))
+                    spill.append(dumps(item))
                 elif total > offset and (limit is None or len(rows) < limit):
                     rows.append(item)
-                    if limit is None and offset == 0 and len(rows) % 200 == 0 and not self._fits(rows):
-                        spill = [orjson.dumps(r, default=str) for r in rows]
+                    # the count so far is a lower bound: a page over the budget now stays over it
+                    if limit is None and offset == 0 and len(rows) % 200 == 0 and not self._fits(
+                            self._response(row, "sql", sql, rows, total, None, args)):
+                        spill = [dumps(r) for r in rows]
         finally:
             result.close()
         if spill is not None:
             return Outcome("sql", sql, derived=b"\n".join(spill) + b"\n", derived_kind="ndjson", count=total)
-        end = offset + len(rows)
-        if self._fits(rows):
-            return self._inline(row, "sql", sql, rows, total, end if end < total else None, {"limit": limit})
-        if limit is None and offset == 0:
-            return Outcome("sql", sql, derived=b"\n".join(orjson.dumps(r, default=str) for r in rows) + b"\n",
-                           derived_kind="ndjson", count=total)
-        keep = max(_fit_prefix(rows, self._fits), 1)
-        return self._inline(row, "sql", sql, rows[:keep], total, offset + keep, {"limit": limit})
+        return self._page(row, "sql", sql, rows, offset, total, args, whole=(
+            lambda: Outcome("sql", sql, derived=b"\n".join(dumps(r) for r in rows) + b"\n",
+                            derived_kind="ndjson", count=total)) if limit is None and offset == 0 else None)
 
 
-def _fit_prefix(items: list[Any], fits: Callable[[list[Any]], bool]) -> int:
-    lo, hi = 0, len(items)
+def _fit_prefix(most: int, fits: Callable[[int], bool]) -> int:
+    """The largest n <= most with fits(n) (fits is monotone: fewer elements never fit worse)."""
+    lo, hi = 0, most
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if fits(items[:mid]):
+        if fits(mid):
             lo = mid
         else:
             hi = mid - 1

@@ -52,8 +52,8 @@ FETCH_SLICE_SCHEMA: dict[str, Any] = {
         "artifact_id": _ID,
         "offset": {"type": "integer", "default": 0,
                    "description": "0-based start in `unit`s; negative counts from the end (-40: the last 40)."},
-        "limit": {"type": ["integer", "null"], "minimum": 0, "default": None,
-                  "description": "How many units; null for as many as fit the page budget."},
+        "limit": {"type": ["integer", "null"], "minimum": 1, "default": None,
+                  "description": "How many units (1 or more); null for as many as fit the page budget."},
         "unit": {"type": "string", "enum": ["lines", "chars", "bytes", "items"], "default": "lines",
                  "description": "lines, chars, bytes (binary as base64), or items of a JSON array / NDJSON rows."},
         "path": {"type": ["string", "null"], "default": None,
@@ -76,8 +76,9 @@ QUERY_ARTIFACT_SCHEMA: dict[str, Any] = {
         "offset": {"type": "integer", "default": 0,
                    "description": "First result (match, row or array element) to return; negative for grep "
                                   "counts from the end."},
-        "limit": {"type": ["integer", "null"], "minimum": 0, "default": None,
-                  "description": "How many results; null for all (stored as a new artifact if too big)."},
+        "limit": {"type": ["integer", "null"], "minimum": 1, "default": None,
+                  "description": "How many results (1 or more); null for all (stored as a new artifact if too "
+                                 "big)."},
         "context": {"type": "integer", "minimum": 0, "maximum": 50, "default": 0,
                     "description": "grep only: lines of context before and after each match."},
     },
@@ -146,16 +147,28 @@ def render_slice(page: dict[str, Any]) -> str:
     return f"{page['content']}\n" + "; ".join(footer) + "]"
 
 
-def render_query(result: dict[str, Any]) -> str:
+encode_item = json.JSONEncoder(ensure_ascii=False, default=str).encode  # one element of a result, as text
+
+
+def render_query(result: dict[str, Any], pieces: list[str] | None = None) -> str:
+    """The text the model reads. JSON is written as the structured form is (one array element per line),
+    so that the text and the JSON that the query budget measures are about the same size. `pieces`: the
+    result's elements already encoded, for a caller measuring many prefixes of one page."""
     if "result" not in result:  # stored as a derived artifact: its reference is the answer
         return result.get("text") or json.dumps(result)
     value = result["result"]
     if result["kind"] == "grep":
         body = "\n".join(value) if value else "(no match)"
+    elif isinstance(value, list) and value:
+        body = "[\n" + ",\n".join(pieces if pieces is not None else map(encode_item, value)) + "\n]"
     else:
-        body = json.dumps(value, ensure_ascii=False, indent=1 if isinstance(value, (list, dict)) else None)
-    more = f"; next: {_call('query_artifact', result['next'])}" if result.get("next") else ""
-    return f"{body}\n[{result['kind']} {result['expression']!r}: {result['count']:,} result(s){more}]"
+        body = encode_item(value)
+    notes = [f"{result['count']:,} result(s)"]
+    if result.get("cut"):
+        notes.append(result["cut"])
+    if result.get("next"):
+        notes.append(f"next: {_call('query_artifact', result['next'])}")
+    return f"{body}\n[{result['kind']} {result['expression']!r}: {'; '.join(notes)}]"
 
 
 def _call(name: str, args: dict[str, Any]) -> str:
@@ -196,6 +209,8 @@ QUERY_ARTIFACT_OUTPUT_SCHEMA: dict[str, Any] = {
         "count": {"type": "integer", "description": "Matches, rows or elements in the whole result."},
         "next_offset": {"type": ["integer", "null"]},
         "next": _NEXT,
+        "cut": {"type": "string", "description": "Present when a result was too big for the page: what was cut "
+                                                 "or left out, and the exact call that gets it whole."},
         "derived_from": {"type": "string"},
         "text": {"type": "string", "description": "The derived artifact's reference as the model reads it."},
     },

@@ -2,13 +2,15 @@
 
 Reads only the chunks that hold the page (the chunk table records each chunk's first byte, char and
 line; the item index records each item's byte range). A page never exceeds its token budget: fewer
-units come back and `next` says where to continue; a single line or item larger than the budget comes
-back cut by characters with `next` pointing at the rest. A slice is never itself offloaded.
+units come back and `next` says where to continue. A line or item larger than the budget comes back
+cut, and `next` reads the rest of it in chars (a line) or bytes (an item), then returns to lines or
+items, so following `next` visits every byte once. A slice is never itself offloaded.
 """
 
 from __future__ import annotations
 
 import base64
+import bisect
 import hashlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
@@ -17,10 +19,13 @@ import numpy as np
 
 from ..content.lines import clip_to_budget
 from ..errors import InvalidArgument, StoreError
+from ..jsontext import dumps
 from ..store import Store
+from ..store.chunking import ITEMS_PER_BLOCK
 
 UNITS = ("lines", "chars", "bytes", "items")
 DEFAULT_LIMITS = {"lines": 200, "chars": 20000, "bytes": 8192, "items": 50}
+ITEM_ENDS = b",]\n"  # the byte right after an indexed item's range: a comma, the closing bracket, a newline
 
 
 @dataclass
@@ -42,6 +47,8 @@ def validate(unit: str, offset: Any, limit: Any) -> None:
     if limit is not None and limit < 0:
         raise InvalidArgument(f"limit must not be negative (got {limit}); to read the end use a negative offset, "
                               "e.g. offset=-40 for the last 40 lines.")
+    if limit == 0:  # a page of nothing would name itself as the next call: a client following next would loop
+        raise InvalidArgument("limit must be at least 1; omit it (null) for a page that fits the budget.")
 
 
 class Page:
@@ -72,6 +79,45 @@ def fit_chars(text: str, budget: int, count: Callable[[str], int]) -> int:
     return max(len(clip_to_budget(text, budget, count)), 1) if text else 0
 
 
+# -- UTF-8 character boundaries in a byte page --------------------------------------------------
+# A byte page of text starts and ends between characters, so following `next` never splits one and the
+# model never sees a U+FFFD the data does not hold. A byte that is not part of a valid character is a
+# unit of its own: it is a boundary on both sides, and comes back base64 (see Slicer._text_bytes).
+
+
+def _sequence_size(lead: int) -> int:
+    """Bytes of the UTF-8 sequence a lead byte announces (1 for ASCII and for bytes no character starts with)."""
+    return 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4 if 0xF0 <= lead <= 0xF4 else 1
+
+
+def _char_at(buf: bytes, pos: int) -> int:
+    """Size of the valid multibyte character starting at `pos`, else 1 (ASCII, or a byte that starts none)."""
+    size = _sequence_size(buf[pos])
+    if size > 1:
+        try:
+            if len(buf[pos : pos + size].decode("utf-8")) == 1:
+                return size
+        except UnicodeDecodeError:
+            pass
+    return 1
+
+
+def _char_start(buf: bytes, pos: int) -> int:
+    """`pos`, or the first byte of the valid character that `pos` falls strictly inside."""
+    for lead in range(max(pos - 3, 0), pos):
+        if lead + _char_at(buf, lead) > pos:
+            return lead
+    return pos
+
+
+def _invalid_prefix(buf: bytes) -> int:
+    """How many bytes at the start of `buf` belong to no valid character."""
+    n = 0
+    while n < len(buf) and buf[n] >= 0x80 and _char_at(buf, n) == 1:
+        n += 1
+    return n
+
+
 class Slicer:
     """fetch_slice over one store; `count` is the token counter, `budget` the page budget in tokens."""
 
@@ -95,26 +141,39 @@ class Slicer:
         if req.unit == "lines":
             return self._lines(row, info, req, start, limit, total)
         if req.unit == "chars":
-            return self._chars(row, req, start, limit, total)
-        return self._bytes(row, req, start, limit, total)
+            return self._chars(row, info, req, start, limit, total)
+        if row["kind"] == "binary":
+            return self._binary_bytes(row, req, start, limit, total)
+        return self._text_bytes(row, info, req, start, limit, total)
 
     # -- lines ------------------------------------------------------------------------------
+
+    def _newline_ending(self, sha: str, line: int) -> tuple[dict[str, int], bytes, int | None]:
+        """(chunk meta, chunk bytes, byte position in it) of the newline that ends 0-based `line`.
+
+        That chunk is the last one with fewer newlines before it than line + 1; the position is None
+        when the line runs to the end of the artifact without a newline."""
+        seq = self.store.chunk_at(sha, "lines", line)
+        meta, data = next(self.store.iter_chunks(sha, seq, seq))
+        newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
+        nth = line - meta["line_start"]
+        return meta, data, (int(newlines[nth]) if 0 <= nth < len(newlines) else None)
 
     def _line_start(self, sha: str, line: int) -> tuple[int, int]:
         """(chunk seq, byte position in that chunk) where 0-based `line` starts."""
         if line == 0:
             return 0, 0
-        seq = self._last_chunk_before_line(sha, line)
-        meta, data = next(self.store.iter_chunks(sha, seq, seq))
-        newlines = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10)
-        nth = line - meta["line_start"] - 1
-        if not 0 <= nth < len(newlines):
+        meta, _data, pos = self._newline_ending(sha, line - 1)
+        if pos is None:
             raise StoreError(f"stored content {sha[:16]}… no longer matches its line index; run `offload verify`")
-        return seq, int(newlines[nth]) + 1
+        return meta["seq"], pos + 1
 
-    def _last_chunk_before_line(self, sha: str, line: int) -> int:
-        # the chunk holding the line-th newline: the last one with fewer newlines before it than `line`
-        return self.store.chunk_at(sha, "lines", line - 1)
+    def _line_end_char(self, sha: str, line: int, total_chars: int) -> int:
+        """Char offset where `line` ends (its newline, or the end): read from one chunk, whatever its length."""
+        meta, data, pos = self._newline_ending(sha, line)
+        if pos is None:
+            return total_chars
+        return meta["char_start"] + len(data[:pos].decode("utf-8", errors="replace"))
 
     def _iter_text_from(self, sha: str, seq: int, pos: int) -> Iterator[tuple[int, str]]:
         """(global char offset, text) pieces from byte `pos` of chunk `seq` to the end."""
@@ -125,7 +184,7 @@ class Slicer:
 
     def _lines(self, row: dict, info, req: SliceRequest, start: int, limit: int, total: int) -> dict[str, Any]:
         page = Page(self.budget, limit, self.count)
-        if start >= total or limit == 0:
+        if start >= total:
             return self._response(row, req, start, limit, [], total, None)
         seq, pos = self._line_start(row["sha256"], start)
         carry = ""
@@ -139,68 +198,170 @@ class Slicer:
                 if page.full:
                     break
                 if not page.add(line):
-                    return self._cut_or_stop(row, req, start, limit, page, total, line, carry_char)
+                    return self._cut_or_stop(row, info, req, start, limit, page, total, line, carry_char)
                 carry_char += len(line) + 1
             if page.full:
                 break
             if carry and self.count(carry) > self.budget - page.used:
                 # a line longer than what is left of the budget: stop reading its further chunks
-                return self._cut_or_stop(row, req, start, limit, page, total, carry, carry_char)
+                return self._cut_or_stop(row, info, req, start, limit, page, total, carry, carry_char, whole=False)
         else:
             if carry and not page.full and not page.add(carry):
-                return self._cut_or_stop(row, req, start, limit, page, total, carry, carry_char)
+                return self._cut_or_stop(row, info, req, start, limit, page, total, carry, carry_char)
         returned = len(page.parts)
         nxt = start + returned if start + returned < total else None
         return self._response(row, req, start, limit, page.parts, total, nxt)
 
-    def _cut_or_stop(self, row, req, start, limit, page: Page, total, line: str, line_char: int):
+    def _cut_or_stop(self, row, info, req, start, limit, page: Page, total, line: str, line_char: int,
+                     whole: bool = True) -> dict[str, Any]:
+        """The page so far when it holds whole lines; else the head of the one line that does not fit.
+
+        `line` is that line's text as far as it was read (all of it when `whole`); a longer line's exact
+        length comes from the chunk that holds its end, not from reading the chunks in between."""
         if page.parts:  # budget reached at a line boundary
             return self._response(row, req, start, limit, page.parts, total, start + len(page.parts))
-        keep = fit_chars(line, self.budget, self.count)
-        resp = self._response(row, req, start, limit, [], total, None)
-        resp["content"] = line[:keep]
-        resp["cut"] = (f"line {start} has {len(line):,} characters, more than this page's budget; "
-                       f"characters 0–{keep - 1:,} of it are shown")
-        resp["next_offset"] = line_char + keep
+        length = len(line) if whole else self._line_end_char(row["sha256"], start, info.chars) - line_char
+
+        def says(keep: int) -> str:
+            return (f"line {start:,} has {length:,} characters, more than a page's budget; characters "
+                    f"0–{keep - 1:,} of it are shown, and next reads the rest in chars, then returns to lines")
+
+        keep = fit_chars(line, self.budget - self.count(says(length)), self.count)
+        resp = self._response(row, req, start, limit, [], total, line_char + keep)
+        resp["content"], resp["cut"] = line[:keep], says(keep)
         resp["next"] = {"artifact_id": row["id"], "unit": "chars", "offset": line_char + keep,
-                        "limit": len(line) - keep}
+                        "limit": length - keep}
         return resp
 
-    # -- chars and bytes --------------------------------------------------------------------
+    # -- chars ------------------------------------------------------------------------------
 
-    def _chars(self, row: dict, req: SliceRequest, start: int, limit: int, total: int) -> dict[str, Any]:
-        sha = row["sha256"]
+    def _read_chars(self, sha: str, start: int, count: int) -> tuple[str, int]:
+        """Up to `count` characters from `start`, and the 0-based line that `start` is in."""
         pieces: list[str] = []
+        got, line = 0, 0
+        for meta, data in self.store.iter_chunks(sha, self.store.chunk_at(sha, "chars", start)):
+            text = data.decode("utf-8", errors="replace")
+            lo = max(start - meta["char_start"], 0)
+            if not pieces:
+                line = meta["line_start"] + text.count("\n", 0, lo)
+            pieces.append(text[lo : lo + count - got])
+            got += len(pieces[-1])
+            if got >= count:
+                break
+        return "".join(pieces), line
+
+    def _chars(self, row: dict, info, req: SliceRequest, start: int, limit: int, total: int) -> dict[str, Any]:
         want = min(limit, total - start) if start < total else 0
-        if want > 0:
-            seq = self.store.chunk_at(sha, "chars", start)
-            for meta, data in self.store.iter_chunks(sha, seq):
-                text = data.decode("utf-8", errors="replace")
-                lo = max(start - meta["char_start"], 0)
-                pieces.append(text[lo : lo + want - sum(map(len, pieces))])
-                if sum(map(len, pieces)) >= want:
-                    break
-        text = "".join(pieces)
+        text, line = self._read_chars(row["sha256"], start, want + 1) if want else ("", 0)
+        text, after = text[:want], text[want:]
+        # the rest of a line (what a cut line's `next` asks for): once it is read, paging returns to lines
+        rest_of_line = after == "\n" and "\n" not in text
         keep = len(text) if self.count(text) <= self.budget else fit_chars(text, self.budget, self.count)
         end = start + keep
         resp = self._response(row, req, start, limit, [], total, end if end < total else None)
         resp["content"], resp["returned"] = text[:keep], keep
+        if rest_of_line and keep < want:
+            resp["next"]["limit"] = want - keep
+        elif rest_of_line:
+            self._continue_in(resp, row, "lines", line + 1 if line + 1 < info.lines else None)
         return resp
 
-    def _bytes(self, row: dict, req: SliceRequest, start: int, limit: int, total: int) -> dict[str, Any]:
+    # -- bytes ------------------------------------------------------------------------------
+
+    def _binary_bytes(self, row: dict, req: SliceRequest, start: int, limit: int, total: int) -> dict[str, Any]:
         end = min(start + limit, total)
         data = self.store.read_range(row["sha256"], start, end) if end > start else b""
-        binary = row["kind"] == "binary"
-        render = (lambda b: base64.b64encode(b).decode()) if binary else (
-            lambda b: b.decode("utf-8", errors="replace"))
-        keep = len(data)
-        while keep and self.count(render(data[:keep])) > self.budget:
-            keep = keep * self.budget // max(self.count(render(data[:keep])), 1) - 1
+        keep = self._fit_base64(data, self.budget)
         stop = start + keep
         resp = self._response(row, req, start, limit, [], total, stop if stop < total else None)
-        resp["content"], resp["returned"] = render(data[:keep]), keep
-        resp["encoding"] = "base64" if binary else "utf-8"
+        resp["content"], resp["returned"], resp["encoding"] = _base64(data[:keep]), keep, "base64"
         return resp
+
+    def _fit_base64(self, data: bytes, budget: int) -> int:
+        """How many bytes of `data` fit `budget` tokens as base64 (at least one: progress)."""
+        keep = len(data)
+        while keep > 1 and self.count(_base64(data[:keep])) > budget:
+            keep = max(keep * budget // max(self.count(_base64(data[:keep])), 1) - 1, 1)
+        return keep
+
+    def _text_bytes(self, row: dict, info, req: SliceRequest, start: int, limit: int, total: int
+                    ) -> dict[str, Any]:
+        """Bytes of text, as text: the page starts and ends between characters (never less than one).
+
+        An offset inside a character starts the page at that character's first byte (the response's
+        offset says so). Bytes that are no valid UTF-8 come back alone, base64, in a page of their own."""
+        if start >= total:
+            resp = self._response(row, req, start, limit, [], total, None)
+            resp["encoding"] = "utf-8"
+            return resp
+        lo = max(start - 3, 0)  # 3 bytes either side: enough to see the characters around both ends
+        window = self.store.read_range(row["sha256"], lo, min(start + limit + 4, total))
+        first = lo + _char_start(window, start - lo)
+        wanted_end = min(first + limit, total)
+        stop = lo + _char_start(window, wanted_end - lo)
+        if stop <= first:  # the limit is smaller than the character there: a page holds at least one
+            stop = first + _char_at(window, first - lo)
+        page = window[first - lo : stop - lo]
+        bad = _invalid_prefix(page)
+
+        def says(stop: int) -> str | None:
+            notes = []
+            if first < start:
+                notes.append(f"byte {start:,} is inside a character: the page starts at its first byte, {first:,}")
+            if bad:
+                notes.append(f"bytes {first:,}–{stop - 1:,} are not valid UTF-8, so they come back base64")
+            return "; ".join(notes) or None
+
+        room = self.budget - self.count(says(wanted_end) or "")  # the note travels with the page
+        if bad:
+            keep = self._fit_base64(page[:bad], room)
+            content, encoding = _base64(page[:keep]), "base64"
+        else:
+            try:
+                text = page.decode("utf-8")
+            except UnicodeDecodeError as exc:  # text up to the first byte that is no valid UTF-8
+                text = page[: exc.start].decode("utf-8")
+            if self.count(text) > room:
+                text = text[: fit_chars(text, room, self.count)]
+            content, encoding = text, "utf-8"
+            keep = len(text.encode("utf-8"))
+        stop = first + keep
+        resp = self._response(row, req, first, limit, [], total, stop if stop < total else None)
+        resp["content"], resp["returned"], resp["encoding"] = content, keep, encoding
+        if says(stop):
+            resp["note"] = says(stop)
+        self._item_rest(resp, row, info, first, stop, wanted_end, window[wanted_end - lo : wanted_end - lo + 1])
+        return resp
+
+    def _item_rest(self, resp: dict, row: dict, info, first: int, stop: int, wanted_end: int, after: bytes) -> None:
+        """A byte page asked for the rest of one indexed item (what a cut item's `next` asks for):
+        keep reading up to the item's end, then return to items."""
+        if info.items is None or (after and after not in ITEM_ENDS) or row["kind"] not in ("json", "ndjson"):
+            return
+        found = self._item_containing(row["sha256"], info.items, first)
+        if found is None or found[2] != wanted_end:
+            return
+        if stop < wanted_end:
+            resp["next"]["limit"] = wanted_end - stop
+        else:
+            self._continue_in(resp, row, "items", found[0] + 1 if found[0] + 1 < info.items else None)
+
+    def _item_containing(self, sha: str, items: int, byte: int) -> tuple[int, int, int] | None:
+        """(item, start, end) of the indexed item whose byte range holds `byte`: a search over the index
+        blocks (one read each), never a scan of the document."""
+        low, high = 0, (items - 1) // ITEMS_PER_BLOCK
+        while low < high:
+            middle = (low + high + 1) // 2
+            if self.store.item_ranges(sha, middle * ITEMS_PER_BLOCK, middle * ITEMS_PER_BLOCK + 1)[0][0] <= byte:
+                low = middle
+            else:
+                high = middle - 1
+        base = low * ITEMS_PER_BLOCK
+        ranges = self.store.item_ranges(sha, base, min(base + ITEMS_PER_BLOCK, items))
+        k = bisect.bisect_right([s for s, _e in ranges], byte) - 1
+        if k < 0 or not ranges[k][0] <= byte < ranges[k][1]:
+            return None
+        return base + k, ranges[k][0], ranges[k][1]
 
     # -- items ------------------------------------------------------------------------------
 
@@ -212,31 +373,31 @@ class Slicer:
             fetch = lambda a, b: self._indexed_items(row["sha256"], a, b)  # noqa: E731
         else:
             if row["kind"] not in ("json", "ndjson"):
+                instead = '"bytes" (binary comes back base64)' if row["kind"] == "binary" else '"lines" (or "chars")'
                 raise InvalidArgument(
                     f"unit=\"items\" needs a JSON array or NDJSON rows; {row['id']} is {row['kind']}. "
-                    "Use unit=\"lines\" (or \"chars\") instead.")
+                    f"Use unit={instead} instead.")
             array = self.items_of(row, req.path)
             total = len(array)
-            import orjson
-
-            fetch = lambda a, b: [orjson.dumps(x).decode() for x in array[a:b]]  # noqa: E731
+            fetch = lambda a, b: [(dumps(x).decode(), None) for x in array[a:b]]  # noqa: E731
         start = _absolute(req.offset, total)
         limit = req.limit if req.limit is not None else DEFAULT_LIMITS["items"]
         page = Page(self.budget, limit, self.count)
         pos = start
         batch = 64
         while pos < total and not page.full:
-            for text in fetch(pos, min(pos + batch, total, start + limit)):
+            for text, span in fetch(pos, min(pos + batch, total, start + limit)):
                 if not page.add(text):
                     if not page.parts:
-                        return self._big_item(row, req, start, limit, total, text)
+                        return self._big_item(row, req, start, limit, total, text, span)
                     return self._response(row, req, start, limit, page.parts, total, pos, items=True)
                 pos += 1
         nxt = pos if pos < total else None
         return self._response(row, req, start, limit, page.parts, total, nxt, items=True)
 
-    def _indexed_items(self, sha: str, first: int, last: int) -> list[str]:
-        """Items first..last-1 as JSON text: one ranged read for the whole span, then cut locally."""
+    def _indexed_items(self, sha: str, first: int, last: int) -> list[tuple[str, tuple[int, int]]]:
+        """Items first..last-1 as (JSON text, its byte range without the whitespace around it): one
+        ranged read for the whole span, then cut locally."""
         ranges = self.store.item_ranges(sha, first, last)
         if not ranges:
             return []
@@ -245,14 +406,36 @@ class Slicer:
         keep = next((i for i, (_s, e) in enumerate(ranges) if i and e - base > 4 << 20), len(ranges))
         ranges = ranges[:keep]
         span = self.store.read_range(sha, base, ranges[-1][1])
-        return [span[s - base : e - base].decode("utf-8", errors="replace").strip() for s, e in ranges]
+        items = []
+        for s, e in ranges:
+            raw = span[s - base : e - base]
+            lead = len(raw) - len(raw.lstrip())
+            items.append((raw.strip().decode("utf-8", errors="replace"), (s + lead, e)))
+        return items
 
-    def _big_item(self, row, req, start, limit, total, text: str) -> dict[str, Any]:
-        keep = fit_chars(text, self.budget, self.count)
-        resp = self._response(row, req, start, limit, [], total, start + 1 if start + 1 < total else None)
-        resp["content"] = text[:keep]
-        resp["cut"] = (f"item {start} is {len(text):,} characters of JSON, more than this page's budget; its first "
-                       f"{keep:,} characters are shown. Use query_artifact with a JMESPath to take parts of it.")
+    def _big_item(self, row, req, start, limit, total, text: str, span: tuple[int, int] | None) -> dict[str, Any]:
+        """The head of an item larger than a page. A stored item's rest is read by `next` in bytes (its
+        exact range), then paging returns to items; an item of an array found by a JMESPath `path` has no
+        stored range, so the cut says how to query into it and `next` goes on with the following item."""
+        size = len(text.encode("utf-8"))
+        if span is None:
+            def says(keep: int) -> str:
+                return (f"item {start:,} is {len(text):,} characters of JSON, more than a page's budget; its first "
+                        f"{keep:,} characters are shown. Use query_artifact with a JMESPath to take parts of it; "
+                        f"next goes on with item {start + 1:,}")
+        else:
+            def says(keep: int) -> str:
+                return (f"item {start:,} is {size:,} bytes of JSON (bytes {span[0]:,}–{span[0] + size - 1:,} of the "
+                        f"artifact), more than a page's budget; its first {len(text[:keep].encode()):,} bytes are "
+                        "shown, and next reads the rest in bytes, then returns to items")
+        keep = fit_chars(text, self.budget - self.count(says(len(text))), self.count)
+        resp = self._response(row, req, start, limit, [], total, start + 1 if start + 1 < total else None,
+                              items=True)
+        resp["content"], resp["cut"] = text[:keep], says(keep)
+        if span is not None:
+            rest = span[0] + len(text[:keep].encode("utf-8"))
+            resp["next_offset"] = rest
+            resp["next"] = {"artifact_id": row["id"], "unit": "bytes", "offset": rest, "limit": span[1] - rest}
         return resp
 
     # -- the response -----------------------------------------------------------------------
@@ -270,11 +453,21 @@ class Slicer:
                 "returned": len(parts), "total": total, "next_offset": next_offset, "next": nxt,
                 "content": content}
 
+    @staticmethod
+    def _continue_in(resp: dict, row: dict, unit: str, offset: int | None) -> None:
+        """Point `next` at `offset` in another unit (back to lines or items after a cut one), or end."""
+        resp["next_offset"] = offset
+        resp["next"] = None if offset is None else {"artifact_id": row["id"], "unit": unit, "offset": offset}
+
 
 def content_digest(page: dict[str, Any]) -> tuple[str, int]:
     """(sha256, bytes) of a page's content: what the extract log records and rerun compares."""
     content = page["content"].encode("utf-8", errors="surrogatepass")
     return hashlib.sha256(content).hexdigest(), len(content)
+
+
+def _base64(data: bytes) -> str:
+    return base64.b64encode(data).decode()
 
 
 def _absolute(offset: int, total: int) -> int:

@@ -26,6 +26,7 @@ import duckdb
 import orjson
 
 from offload.errors import InvalidArgument, QueryError, QueryTimeout, TooLarge
+from offload.jsontext import dumps
 from offload.tools.sql_guard import find_problem
 
 __all__ = ["SqlResult", "SqlTable", "SQL_EXAMPLE"]
@@ -99,7 +100,7 @@ class SqlTable:
         """Load a JSON array of objects, given as Python objects or as the array's JSON text."""
         # DuckDB reads a top-level array element by element, so `maximum_object_size` bounds one
         # element, not the whole document (the 16 MB failure in NOTES comes from wrapping the array).
-        data = items if isinstance(items, (bytes, bytearray, memoryview)) else orjson.dumps(items)
+        data = items if isinstance(items, (bytes, bytearray, memoryview)) else dumps(items)
         return cls._load(bytes(data), "array", memory_limit=memory_limit, threads=threads)
 
     @classmethod

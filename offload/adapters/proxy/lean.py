@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import orjson
 
+from ...jsontext import loads
 from ...store.chunking import escape_safe_blocks, escaping_backslashes
 
 LEND_AT = 1 << 20  # bytes: a string literal at least this long is lent as bytes
@@ -39,11 +40,11 @@ class LentText(str):
 def parse_lean(raw: bytes | bytearray) -> Any:
     """`orjson.loads(raw)`, but every string literal of LEND_AT bytes or more becomes a LentText.
 
-    Raises orjson.JSONDecodeError (a ValueError) when `raw` is not JSON.
+    Raises ValueError when `raw` is not JSON.
     """
     spans, specials = _long_strings(raw, LEND_AT)
     if not spans:
-        return orjson.loads(raw)
+        return loads(raw)
     nonce = secrets.token_hex(8)
     view = memoryview(raw)
     parts: list[bytes] = []
@@ -56,7 +57,7 @@ def parse_lean(raw: bytes | bytearray) -> Any:
         position = end
     parts.append(bytes(view[position:]))
     view.release()
-    return _swap(orjson.loads(b"".join(parts)), lent)
+    return _swap(loads(b"".join(parts)), lent)
 
 
 def restore(value: Any) -> Any:

@@ -10,7 +10,6 @@ a request it leaves unanswered past the timeout, or one it can no longer answer 
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import os
 import queue
@@ -22,9 +21,12 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 
 import orjson
 
+from ...jsontext import dumps
 from ...tools.schemas import dispatch
+from ...jsontext import loads
 from .lean import LEND_AT, parse_lean, restore
-from .results import LOCAL_TOOLS, local_tool_definitions, offload_call_result, patch_tool_listing
+from .results import (LOCAL_TOOLS, local_tool_definitions, offload_call_result, patch_tool_listing,
+                      unprocessed_call_result)
 from .upstream import UpstreamGone
 
 if TYPE_CHECKING:
@@ -35,11 +37,11 @@ log = logging.getLogger("offload")
 CONNECTION_CLOSED = -32000  # the codes the MCP SDKs use for these two cases
 REQUEST_TIMEOUT = -32001
 PARSE_ERROR = -32700
+INTERNAL_ERROR = -32603
 NO_TIMEOUT_METHODS = frozenset({"subscriptions/listen"})  # long-lived by design
 HANDSHAKE_METHODS = frozenset({"initialize", "server/discover"})
 STARTUP_SECONDS = 60.0  # the handshake may wait for a slow start (npx fetching a package), whatever --timeout
 PROTOCOL_VERSION_META_KEY = "io.modelcontextprotocol/protocolVersion"  # a 2026-07-28 request carries it
-_FALLBACK_CHARS = 4000
 
 
 @dataclass
@@ -63,15 +65,21 @@ def _key(request_id: Any) -> Any:
     return request_id if isinstance(request_id, (str, int)) else orjson.dumps(request_id)
 
 
+def _line(message: Any) -> bytes:
+    """A message as one line of JSON: lent strings restored, and what orjson refuses (lone surrogates,
+    integers beyond 64 bits) written exactly rather than failing the answer."""
+    return dumps(restore(message)) + b"\n"
+
+
 def _response(request_id: Any, result: dict[str, Any]) -> bytes:
-    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "result": result}) + b"\n"
+    return _line({"jsonrpc": "2.0", "id": request_id, "result": result})
 
 
 def _error(request_id: Any, code: int, message: str, data: Any = None) -> bytes:
     error: dict[str, Any] = {"code": code, "message": message}
     if data is not None:
         error["data"] = data
-    return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "error": error}) + b"\n"
+    return _line({"jsonrpc": "2.0", "id": request_id, "error": error})
 
 
 def _is_modern(params: Any) -> bool:
@@ -121,10 +129,9 @@ class Relay:
     # -- client → upstream ------------------------------------------------------------------
 
     async def from_client(self, line: bytes) -> None:
-        try:
-            message = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            self.write(_error(None, PARSE_ERROR, f"offload proxy: not a JSON-RPC message ({exc})"))
+        message = _parse(line, lean=False)
+        if message is None:
+            self.write(_error(None, PARSE_ERROR, "offload proxy: not a JSON-RPC message (not JSON)"))
             return
         if isinstance(message, list):  # a 2025-03-26 batch: relayed one message at a time
             for item in message:
@@ -178,7 +185,7 @@ class Relay:
         if self.gone is not None:
             return
         try:
-            await self.upstream.send(raw if raw is not None else orjson.dumps(message), message)
+            await self.upstream.send(raw if raw is not None else _line(message), message)
         except UpstreamGone as exc:
             log.warning("offload proxy: could not write to the upstream: %s", exc)
             # the reader sees the end too and answers what is pending; a request is answered here at once
@@ -230,25 +237,26 @@ class Relay:
                 self.waiting_on_client.add(_key(message["id"]))
             elif message["method"] == "notifications/progress":
                 self._progressed(message.get("params"))
-            self.write(raw if raw is not None else orjson.dumps(restore(message)) + b"\n")
+            self.write(raw if raw is not None else _line(message))
             return
         key = _key(message.get("id"))
         pending = self.pending.pop(key, None)
         if pending is None:
-            self.write(raw if raw is not None else orjson.dumps(restore(message)) + b"\n")
+            self.write(raw if raw is not None else _line(message))
             return
         self._forget_progress(pending)
         if pending.cancelled or pending.expired:
             return  # the client has stopped waiting for it
         result = message.get("result")
         if not isinstance(result, dict):  # an error: passed through unchanged
-            self.write(raw if raw is not None else orjson.dumps(restore(message)) + b"\n")
+            self.write(raw if raw is not None else _line(message))
         elif pending.method == "tools/call":
             limit = self.off.settings.limit_for(pending.tool or "")
             if raw is not None and len(raw) <= limit:  # a token is at least a byte: surely fits
                 self.write(raw)
-            else:
-                self._spawn(self._offload_result(message, pending))
+            else:  # a line parsed lean is not kept: holding it while it is stored would double the peak
+                self._spawn(self._offload_result(raw if raw is not None and len(raw) < LEND_AT else None,
+                                                 message, pending))
         elif pending.method == "tools/list":
             result = restore(result)
             self.upstream.tools_listed(result.get("tools") or [])
@@ -256,11 +264,11 @@ class Relay:
             if shadowed and not self._warned_shadow:
                 self._warned_shadow = True
                 log.warning("offload proxy: the upstream's own %s tool(s) are hidden by offload's", shadowed)
-            self.write(orjson.dumps({**message, "result": patched}) + b"\n")
+            self.write(_line({**message, "result": patched}))
         elif pending.method in HANDSHAKE_METHODS:
-            self.write(orjson.dumps({**message, "result": self._with_tools(restore(result), pending.method)}) + b"\n")
+            self.write(_line({**message, "result": self._with_tools(restore(result), pending.method)}))
         else:
-            self.write(raw if raw is not None else orjson.dumps(restore(message)) + b"\n")
+            self.write(raw if raw is not None else _line(message))
 
     def _with_tools(self, result: dict[str, Any], method: str) -> dict[str, Any]:
         """The handshake result saying the server has tools (the proxy's own, at least)."""
@@ -273,17 +281,33 @@ class Relay:
             patched["instructions"] = f"{given}\n\n{self.instructions}" if given else self.instructions
         return patched
 
-    async def _offload_result(self, message: dict[str, Any], pending: Pending) -> None:
-        result = message["result"]
+    async def _offload_result(self, raw: bytes | None, message: dict[str, Any], pending: Pending) -> None:
+        """Answer a tools/call whose result may be over budget, exactly once whatever fails: the request has
+        left `pending`, so no clock would answer it otherwise.
+
+        `raw` is the upstream's line when it was kept: a result left unchanged goes out as it, byte for byte.
+        """
         try:
-            new = await asyncio.to_thread(offload_call_result, self.off, pending.tool or "", result,
-                                          args=pending.args, session=self.session)
-        except Exception as exc:  # noqa: BLE001 - a call never fails because offload did; never flood either
-            log.exception("offload proxy: could not process the result of %s", pending.tool)
-            new = _bounded_fallback(restore(result), exc)
-        if pending.cancelled:
-            return
-        self.write(orjson.dumps({**message, "result": restore(new if new is not None else result)}) + b"\n")
+            answer = await self._prepared_answer(raw, message, pending)
+        except Exception:  # noqa: BLE001 - even the fallback failed: the upstream's own answer, else an error
+            log.exception("offload proxy: could not answer tools/call %s", pending.tool)
+            answer = raw if raw is not None else _error(
+                message.get("id"), INTERNAL_ERROR, f"offload proxy: the result of tools/call {pending.tool} could "
+                "not be relayed (see the proxy's stderr). Retry, perhaps with narrower arguments.")
+        if not pending.cancelled:
+            self.write(answer)
+
+    async def _prepared_answer(self, raw: bytes | None, message: dict[str, Any], pending: Pending) -> bytes:
+        tool, result = pending.tool or "", message["result"]
+        try:
+            new = await asyncio.to_thread(offload_call_result, self.off, tool, result, args=pending.args,
+                                          session=self.session)
+        except Exception as exc:  # noqa: BLE001 - a call never fails because offload did; never floods either
+            log.exception("offload proxy: could not process the result of %s", tool)
+            new = await asyncio.to_thread(unprocessed_call_result, self.off, tool, restore(result), exc)
+        if new is None and raw is not None:
+            return raw
+        return _line({**message, "result": new if new is not None else result})
 
     # -- clocks, progress, the end of the upstream ------------------------------------------
 
@@ -350,38 +374,20 @@ class Relay:
         self.waiting_on_client.clear()
 
 
-def _parse(raw: bytes) -> Any:
-    """orjson, or the standard library for what orjson refuses but JSON allows (lone surrogate escapes).
+def _parse(raw: bytes, *, lean: bool = True) -> Any:
+    """The message in `raw`, exactly (see lean.loads), or None when it is not JSON.
 
-    A line of LEND_AT bytes or more is parsed lean: its long strings stay UTF-8 bytes (see lean.py).
+    With `lean`, a line of LEND_AT bytes or more is parsed lean: its long strings stay UTF-8 bytes (see
+    lean.py).
     """
     try:
-        return parse_lean(raw) if len(raw) >= LEND_AT else orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        try:
-            return json.loads(raw)
-        except ValueError:
-            return None
+        return parse_lean(raw) if lean and len(raw) >= LEND_AT else loads(raw)
+    except ValueError:
+        return None
 
 
 def _id_of(key: Any) -> Any:
     return orjson.loads(key) if isinstance(key, bytes) else key
-
-
-def _bounded_fallback(result: dict[str, Any], exc: Exception) -> dict[str, Any]:
-    """Each text item cut to a few thousand characters and plainly marked as not stored."""
-    items = []
-    for item in result.get("content") or []:
-        text = item.get("text") if isinstance(item, dict) and item.get("type") == "text" else None
-        if isinstance(text, str) and len(text) > _FALLBACK_CHARS:
-            item = {"type": "text", "text": (
-                f"[offload] This result could NOT be processed or stored ({type(exc).__name__}: {exc}); only its "
-                f"first {_FALLBACK_CHARS:,} of {len(text):,} characters are shown. Re-run the tool with narrower "
-                f"arguments if you need more.\n{text[:_FALLBACK_CHARS]}")}
-        items.append(item)
-    out = {**result, "content": items}
-    out.pop("structuredContent", None)
-    return out
 
 
 # -- the client's side: our stdin and stdout ---------------------------------------------------

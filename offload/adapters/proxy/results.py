@@ -12,12 +12,13 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
 
-import orjson
-
 from ...content import gc_paused
+from ...jsontext import dumps
+from ...jsontext import loads
 from .lean import LentText, restore
 from ...reference import Reference
 from ...tools.schemas import OUTPUT_SCHEMAS, TOOLS
@@ -52,13 +53,57 @@ REFERENCE_OUTPUT_SCHEMA: dict[str, Any] = {
 }
 
 _HOISTED = ("$schema", "$id", "$defs", "definitions")  # must stay at the root for $ref to resolve
+_MOVED_TO = "/anyOf/0"  # where the rest of a widened schema goes
+
+# Where a $ref can sit (drafts 4 to 2020-12): keywords whose value is a subschema or a list of them, and
+# keywords whose value maps names to subschemas. Other values (const, enum, default, examples) are data.
+_SUBSCHEMA_KEYWORDS = frozenset({
+    "additionalItems", "additionalProperties", "allOf", "anyOf", "contains", "contentSchema", "else", "if",
+    "items", "not", "oneOf", "prefixItems", "propertyNames", "then", "unevaluatedItems", "unevaluatedProperties"})
+_SUBSCHEMA_MAPS = frozenset({"$defs", "definitions", "dependencies", "dependentSchemas", "patternProperties",
+                             "properties"})
 
 
 def widen_output_schema(schema: dict[str, Any]) -> dict[str, Any]:
-    """`schema` or a reference: an anyOf whose root keeps the keywords that `$ref`s resolve against."""
-    root = {key: schema[key] for key in _HOISTED if key in schema}
-    inner = {key: value for key, value in schema.items() if key not in _HOISTED}
+    """`schema` or a reference: an anyOf whose root keeps the keywords that `$ref`s resolve against.
+
+    The rest of the schema moves to anyOf/0, so a `$ref` pointing into it by JSON pointer (zod-to-json-schema,
+    behind the TypeScript SDK, writes `#/properties/a` for a reused sub-schema) is pointed there too.
+    """
+    base = schema.get("$id") if isinstance(schema.get("$id"), str) else ""
+    moved = _with_refs_moved({key: value for key, value in schema.items() if key != "$id"}, base)
+    root = {key: schema[key] if key == "$id" else moved[key] for key in _HOISTED if key in schema}
+    inner = {key: value for key, value in moved.items() if key not in _HOISTED}
     return {**root, "type": "object", "anyOf": [inner, REFERENCE_OUTPUT_SCHEMA]}
+
+
+def _with_refs_moved(schema: Any, base: str) -> Any:
+    """`schema` (a copy where anything changed) with its `$ref`s into the moved part of the root pointed
+    under anyOf/0. A subschema with its own `$id` is a document of its own: its `#/…` refs stay."""
+    if not isinstance(schema, dict) or (isinstance(schema.get("$id"), str) and not schema["$id"].startswith("#")):
+        return schema
+    moved = {}
+    for key, value in schema.items():
+        if key == "$ref" and isinstance(value, str):
+            value = _moved_ref(value, base)
+        elif key in _SUBSCHEMA_MAPS and isinstance(value, dict):
+            value = {name: _with_refs_moved(sub, base) for name, sub in value.items()}
+        elif key in _SUBSCHEMA_KEYWORDS:
+            value = ([_with_refs_moved(sub, base) for sub in value] if isinstance(value, list)
+                     else _with_refs_moved(value, base))
+        moved[key] = value
+    return moved
+
+
+def _moved_ref(ref: str, base: str) -> str:
+    """`ref` pointed under anyOf/0 when it is a JSON pointer into the root document, outside the hoisted
+    keywords; anything else (an anchor, another document, `#/$defs/…`) is returned as it is."""
+    uri, _, pointer = ref.partition("#")
+    if uri not in ("", base) or (pointer and not pointer.startswith("/")):
+        return ref
+    if urllib.parse.unquote(pointer.split("/", 2)[1] if pointer else "") in _HOISTED:
+        return ref
+    return f"{uri}#{_MOVED_TO}{pointer}"
 
 
 def local_tool_definitions() -> list[dict[str, Any]]:
@@ -161,6 +206,39 @@ def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, 
     return rewritten
 
 
+def unprocessed_call_result(off: "Offloader", tool: str, result: dict[str, Any], exc: Exception) -> dict[str, Any]:
+    """The result when offloading it failed: the call still answers, within budget and its outputSchema.
+
+    Its texts and embedded resources become one bounded preview plainly marked NOT stored (images, audio
+    and resource links pass as always). A `structuredContent` that surely fits stays; a bigger one becomes
+    the preview's structured form, which the widened outputSchema admits.
+    """
+    content = result.get("content") if isinstance(result.get("content"), list) else []
+    passed = [item for item in content if _passes(item)]
+    shown = "\n\n".join(_shown_text(item) for item in content if not _passes(item))
+    preview = off.references.unstored(tool, shown, exc)
+    out = {**result, "content": [{"type": "text", "text": _rendered(preview)}, *passed]}
+    structured = result.get("structuredContent")
+    if structured is not None and len(dumps(structured)) > off.settings.limit_for(tool):  # a token is >= a byte
+        out["structuredContent"] = preview.to_dict() if isinstance(preview, Reference) else {
+            "artifact_id": None, "tool": tool, "kind": "text", "bytes": len(shown.encode("utf-8", "surrogatepass")),
+            "preview": "", "truncated": True, "stored": False}
+    return out
+
+
+def _passes(item: Any) -> bool:
+    return isinstance(item, dict) and item.get("type") not in ("text", "resource")
+
+
+def _shown_text(item: Any) -> str:
+    """A content item as the unprocessed result's preview shows it: its text, or what a blob is."""
+    holder, key, label = _holder(item)
+    if holder is None:
+        return f"[a {item.get('type') if isinstance(item, dict) else type(item).__name__} item]"
+    text = holder[key] if key == "text" else f"[{len(holder[key]):,} characters of base64]"
+    return f"{label}:\n{text}" if label else text
+
+
 @dataclass
 class _Payload:
     value: str | bytes  # what offload measures and stores
@@ -182,8 +260,8 @@ def _borrowed(item: Any) -> Iterator[_Payload | None]:
         return
     value = holder[key]
     if key == "blob":
-        try:
-            data = base64.b64decode(value, validate=True)
+        try:  # a blob of 1 MiB or more was parsed lean: its base64 is the LentText's bytes
+            data = base64.b64decode(value.data if isinstance(value, LentText) else value, validate=True)
         except (binascii.Error, ValueError):
             yield None
             return
@@ -257,7 +335,7 @@ def _shared_reference(structured: Any, stored: list[_Stored]) -> Reference | Non
     size = None
     for entry in stored:
         if entry.ref.stored and entry.ref.kind == "json":
-            size = len(orjson.dumps(structured, default=str)) if size is None else size
+            size = len(dumps(structured)) if size is None else size
             if size * 2 >= len(entry.original) and _parses_to(entry.original, structured):
                 return entry.ref
     return None
@@ -276,7 +354,7 @@ def _same_text(value: str, original: bytes) -> bool:
 def _parses_to(text: bytes, value: Any) -> bool:
     with gc_paused():  # a parse allocating millions of containers runs 3-5x faster without the collector
         try:
-            return orjson.loads(text) == value
-        except orjson.JSONDecodeError:
+            return loads(text) == value
+        except ValueError:
             return False
 

@@ -38,8 +38,8 @@ async def _read_lines(stream: asyncio.StreamReader, deliver: Deliver) -> None:
 
     A line longer than one read grows in one bytearray and is delivered as it is (orjson parses a
     bytearray): a 50 MB line costs 50 MB plus the growth margin, where StreamReader.readline holds its
-    buffer, a slice of it and the returned copy at once, and a list of pieces fragments the heap. No
-    line outlives its delivery.
+    buffer, a slice of it and the returned copy at once, and a list of pieces fragments the heap. The
+    reader keeps no line after its delivery (the relay keeps one under 1 MiB while it may send it unchanged).
     """
     pending: bytearray | None = None
     while chunk := await stream.read(_READ_SIZE):

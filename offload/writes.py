@@ -1,0 +1,127 @@
+"""The write of one result's bytes, beside the caller that builds its reference.
+
+A large result is hashed, then written, on a worker thread while the caller chunks it and builds the
+reference (hashlib and the database work without the GIL); a small one is written with its artifact
+row in one transaction. Either way the artifact becomes visible whole, or not at all.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+from . import workers
+from .content import Detected
+from .errors import StoreError
+from .store.chunking import ItemIndex, json_item_index, ndjson_item_index
+
+if TYPE_CHECKING:
+    from .offloader import Offloader
+
+log = logging.getLogger("offload")
+
+# Bytes from which a result is hashed on a worker thread while it is chunked, and its bytes written there
+# while its reference is built. Below, handing the write to a thread costs more than it saves: the
+# threads take turns on the GIL every 5 ms, and the work of a 1 MB result takes ~10 ms (measured: 14 ->
+# 13 ms for 1 MB of grep output, 84 -> 65 ms for 1 MB of JSON). The hash alone is one call that releases
+# the GIL, so from HASH_ASIDE it runs beside the chunking (1 MB of grep output 13.2 -> 13.0 ms, 2 MB of
+# log 16.8 -> 15.6 ms, medians of 9-11 alternating rounds; JSON within its noise).
+ASIDE = 4 << 20
+HASH_ASIDE = 512 << 10
+
+
+class PendingWrite:
+    """The store write of one result's bytes, on a worker thread while the caller builds its reference
+    (from ASIDE; a smaller result is written whole, row and bytes in one transaction, by `finish`, and
+    hashed on a worker from HASH_ASIDE, else by the caller).
+
+    hashlib and the database work without the GIL, so this overlaps the chunking and the preview, which
+    are Python. The thread hashes the bytes (as long as a file write of them: the caller does not wait
+    for it before it needs the reference's sha256), writes the chunks the caller has cut, takes what the
+    content is once the caller has detected it (for the JSON item index, built on this thread too) and
+    commits the content alone (`Store.put_content`); the caller then adds the artifact row in a short
+    transaction of its own (`finish`). `abandon` makes a write still waiting give up, and removes
+    content already written, so nothing is left of a reference that could not be built.
+    """
+
+    def __init__(self, offloader: Offloader, data: bytes):
+        self.offloader, self.data = offloader, data
+        self.chunks: Future = Future()  # the caller's `chunk_bytes(data)`
+        self.detected: Future = Future()
+        self._sha256: Future = Future()
+        self.done: Future | None = None
+        if len(data) >= ASIDE:
+            self.done = workers.submit(self._hash_then_write)
+        elif len(data) >= HASH_ASIDE:
+            self._sha256 = workers.submit(sha256_hex, data)
+        else:
+            self._sha256.set_result(sha256_hex(data))
+
+    def _hash_then_write(self) -> None:
+        try:
+            sha256 = sha256_hex(self.data)
+        except BaseException as exc:
+            self._sha256.set_exception(exc)
+            raise
+        self._sha256.set_result(sha256)
+        self.offloader._quota_retried(self.offloader.store.put_content, self.data, sha256,
+                                      item_index=self.index, chunks=self.chunks.result())
+
+    def sha256(self) -> str:
+        return self._sha256.result()
+
+    def index(self) -> ItemIndex | None:
+        return item_index(self.detected.result(), self.data)
+
+    def finish(self, row: dict[str, Any]) -> None:
+        """Wait for the content, then store the artifact row (and the content again, if gc took it, or
+        all of it, for a small result)."""
+        if self.done is not None:
+            self.done.result()
+        try:
+            self.offloader._quota_retried(self.offloader.store.put, row, self.data, self.sha256(),
+                                          item_index=self.index, chunks=self.chunks.result())
+        except BaseException:
+            if self.done is not None:
+                self._discard()  # the content written ahead would belong to no artifact
+            raise
+
+    def abandon(self) -> None:
+        for waited in (self.chunks, self.detected):
+            if not waited.done():
+                waited.set_exception(StoreError("the reference could not be built; nothing was stored"))
+        if self.done is None:
+            return
+        try:
+            self.done.result()
+        except Exception:  # noqa: BLE001 - nothing was written
+            return
+        self._discard()
+
+    def _discard(self) -> None:
+        try:
+            self.offloader.store.discard_content(self.sha256())
+        except Exception as exc:  # noqa: BLE001 - gc removes what is left
+            log.debug("content of an unstored result left to gc: %s", exc)
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def item_index(detected: Detected, data: bytes) -> ItemIndex | None:
+    """The byte ranges of the main array's items (JSON) or of the rows (NDJSON), for item slices.
+
+    The index only makes item pages cheap; without it they are cut from the parsed document. So a
+    failure here is logged and the result is stored without one, rather than not stored at all.
+    """
+    try:
+        if detected.kind == "json" and detected.doc is not None:
+            return json_item_index(data)
+        if detected.kind == "ndjson":
+            return ndjson_item_index(data)
+    except Exception:  # see above: stored without an index
+        log.warning("the item index of a %s result failed; stored without one", detected.kind, exc_info=True)
+    return None

@@ -1,0 +1,175 @@
+"""query_artifact pages: every page the model reads fits the query budget (counted with a real
+tokenizer on what is sent), a result too big for a page is cut or left out loudly and stays reachable,
+paging always goes on, limit=0 is refused, and no answer shares objects with the cached document."""
+
+from __future__ import annotations
+
+import json
+
+import orjson
+import pytest
+
+from offload import Offloader
+from offload.adapters import ToolPack
+from offload.errors import InvalidArgument
+from offload.tools.schemas import TOOLS, dispatch, render_query
+
+BUDGET = 4000  # the default query_tokens
+BIG = "x y " * 5000  # ~10,000 tokens: one element alone over the whole budget
+
+
+@pytest.fixture
+def off(sqlite_url):
+    with Offloader(sqlite_url) as offloader:
+        yield offloader
+
+
+@pytest.fixture
+def big_items(off):
+    """20 objects, elements 0 and 5 each bigger than a whole page."""
+    items = [{"id": i, "blob": BIG if i in (0, 5) else "s"} for i in range(20)]
+    return off.put(orjson.dumps(items), tool="api").artifact_id, items
+
+
+def assert_within_budget(response, real_count):
+    assert real_count(render_query(response)) <= BUDGET
+    assert real_count(json.dumps(response)) <= BUDGET
+
+
+def follow(off, artifact_id, real_count, **args):
+    """Every page from `args` on, following `next`; each one checked against the budget."""
+    pages = []
+    while True:
+        page = off.query_artifact(artifact_id, **args)
+        assert "result" in page, "a page of an explicit request is inline"
+        assert_within_budget(page, real_count)
+        pages.append(page)
+        if page["next"] is None:
+            return pages
+        assert page["next_offset"] == page["next"]["offset"]
+        args = {k: v for k, v in page["next"].items() if k != "artifact_id"}
+
+
+def test_a_grep_line_over_the_budget_is_cut_and_stays_reachable(off, real_count):
+    line = "match " + "w " * 30000
+    aid = off.put(("short line\n" * 10 + line + "\n" + "match small\n" * 5).encode(), tool="read").artifact_id
+    page = off.query_artifact(aid, grep="match", limit=2, context=1)
+    assert_within_budget(page, real_count)
+    assert page["count"] == 6 and page["next"] == {"artifact_id": aid, "grep": "match", "limit": 2, "context": 1,
+                                                     "offset": 1}
+    assert page["result"][0] == "9- short line"
+    shown = page["result"][1]
+    assert shown.startswith("10: match w w") and "more characters]" in shown
+    kept = len(shown.split(" …[cut: ")[0]) - len("10: ")
+    assert shown.endswith(f" …[cut: {len(line) - kept:,} more characters]")
+    assert f'fetch_slice(artifact_id="{aid}", offset=10, limit=1)' in page["cut"]
+    # the named call reads the whole line, page by page
+    parts, args = [], {"offset": 10, "limit": 1}
+    while True:
+        piece = off.fetch_slice(aid, **args)
+        parts.append(piece["content"])
+        if piece["next"] is None or piece["next"].get("unit") != "chars":
+            break
+        args = {k: v for k, v in piece["next"].items() if k != "artifact_id"}
+    assert "".join(parts).rstrip("\n") == line
+    # and the query goes on with the next match
+    rest = off.query_artifact(aid, grep="match", limit=2, context=1, offset=1)
+    assert rest["result"][0] == "11: match small"
+
+
+@pytest.mark.parametrize("order", ["", " ORDER BY id DESC"])
+def test_an_sql_row_over_the_budget_is_left_out_with_the_call_that_stores_it(off, big_items, real_count, order):
+    aid, items = big_items
+    sql = "SELECT * FROM artifact" + order
+    pages = follow(off, aid, real_count, sql=sql, limit=2)
+    rows = [r for p in pages for r in p["result"]]
+    ordered = items[::-1] if order else items
+    big = [n for n, item in enumerate(ordered) if item["blob"] == BIG]
+    assert rows == [item for item in ordered if item["blob"] != BIG]
+    assert all(p["count"] == 20 for p in pages)
+    for index in big:
+        page = next(p for p in pages if f"result {index} alone" in p.get("cut", ""))
+        assert page["result"] == [] and page["next_offset"] == (index + 1 if index + 1 < 20 else None)
+        alone = f"SELECT * FROM (\n{sql}\n) LIMIT 1 OFFSET {index}"
+        assert f"sql={json.dumps(alone)}" in page["cut"]
+        stored = off.query_artifact(aid, sql=alone)
+        assert stored["derived_from"] == aid and stored["count"] == 1
+        assert orjson.loads(b"".join(off.iter_raw(stored["artifact_id"]))) == ordered[index]
+
+
+def test_a_jmespath_page_goes_on_past_an_element_over_the_budget(off, big_items, real_count):
+    aid, items = big_items
+    for start in ({"limit": 3}, {"offset": 5}, {"offset": 1, "limit": 10}):
+        pages = follow(off, aid, real_count, jmespath="@", **start)
+        delivered = [r["id"] for p in pages for r in p["result"]]
+        left_out = [i for p in pages for i in (0, 5) if f"result {i} alone" in p.get("cut", "")]
+        first = start.get("offset", 0)
+        assert sorted(delivered + left_out) == list(range(first, 20))
+        assert all(p["count"] == 20 for p in pages)
+    page = off.query_artifact(aid, jmespath="@", offset=5, limit=3)
+    assert page["result"] == [] and page["next"] == {"artifact_id": aid, "jmespath": "@", "limit": 3, "offset": 6}
+    assert 'jmespath="(@)[5]"' in page["cut"]
+    stored = off.query_artifact(aid, jmespath="(@)[5]")
+    assert stored["derived_from"] == aid
+    assert orjson.loads(b"".join(off.iter_raw(stored["artifact_id"]))) == items[5]
+
+
+@pytest.mark.parametrize("args", [{"jmespath": "@", "limit": 5000, "offset": 1},
+                                  {"sql": "SELECT * FROM artifact", "limit": 5000},
+                                  {"jmespath": "[*].[a, b, c]", "offset": 1},
+                                  {"jmespath": "[*].{a: a, b: b}", "offset": 1}])
+def test_inline_answers_fit_the_budget_as_the_model_reads_them(off, real_count, args):
+    rows = [{"a": i, "b": i % 3, "c": "x", "d": None, "e": True, "f": [i, i + 1], "g": {"h": 1}} for i in range(5000)]
+    aid = off.put(orjson.dumps(rows), tool="api").artifact_id
+    out = dispatch(off, "query_artifact", {"artifact_id": aid, **args})
+    assert not out.is_error and out.structured["count"] == 5000
+    assert real_count(out.text) <= BUDGET and real_count(json.dumps(out.structured)) <= BUDGET
+    assert len(out.structured["result"]) >= 40  # still a useful page, not an empty one
+    assert out.text.startswith("[\n") and out.structured["next"]["offset"] == out.structured["next_offset"]
+
+
+def test_limit_zero_is_refused_naming_the_argument(off):
+    jid = off.put(orjson.dumps([{"i": i} for i in range(100)]), tool="api").artifact_id
+    tid = off.put(b"line\n" * 100, tool="read").artifact_id
+    for aid, kind in ((jid, {"jmespath": "@"}), (jid, {"sql": "SELECT * FROM artifact"}), (tid, {"grep": "line"})):
+        with pytest.raises(InvalidArgument, match="limit must be at least 1"):
+            off.query_artifact(aid, offset=10, limit=0, **kind)
+        out = dispatch(off, "query_artifact", {"artifact_id": aid, "offset": 10, "limit": 0, **kind})
+        assert out.is_error and "limit" in out.text
+    for tool in ("fetch_slice", "query_artifact"):
+        assert TOOLS[tool]["input_schema"]["properties"]["limit"]["minimum"] == 1
+
+
+def test_editing_a_query_answer_changes_no_later_answer(off):
+    aid = off.put(orjson.dumps({"cfg": {"mode": "safe"}, "items": [{"id": i} for i in range(3000)]}),
+                  tool="api").artifact_id
+    off.query_artifact(aid, jmespath="cfg")["result"]["mode"] = "CHANGED"
+    off.query_artifact(aid, jmespath="items[0]")["result"]["id"] = 999
+    off.query_artifact(aid, jmespath="items[0:2]")["result"].clear()
+    assert off.query_artifact(aid, jmespath="cfg")["result"] == {"mode": "safe"}
+    assert off.query_artifact(aid, jmespath="items[0:2]")["result"] == [{"id": 0}, {"id": 1}]
+    assert {r["status"] for r in off.rerun()} == {"unchanged"}
+
+
+@pytest.mark.parametrize("suffix", ["", "#items"])
+def test_a_pack_tool_editing_its_artifact_argument_changes_no_query(off, suffix):
+    aid = off.put(orjson.dumps({"items": [{"id": i, "ok": i % 3 > 0} for i in range(3000)]}), tool="api").artifact_id
+    off.query_artifact(aid, jmespath="length(items)")  # the document is now cached
+
+    def summarize(doc: dict) -> str:
+        """Summarize a document."""
+        doc["items"].clear()  # argument validation copies the outer dict only: an edit inside reached the cache
+        return "done"
+
+    def count_items(doc: list) -> str:
+        """Count items."""
+        doc[0].clear()
+        return "done"
+
+    pack = ToolPack(off, [])
+    pack.add(count_items if suffix else summarize, artifact_args=True)
+    name = "count_items" if suffix else "summarize"
+    assert pack.call(name, json.dumps({"doc": f"artifact://{aid}{suffix}"})).text == "done"
+    assert off.query_artifact(aid, jmespath="length(items)")["result"] == 3000
+    assert off.query_artifact(aid, jmespath="items[0]")["result"] == {"id": 0, "ok": False}
+    assert {r["status"] for r in off.rerun()} == {"unchanged"}
