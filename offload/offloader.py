@@ -15,7 +15,7 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import orjson
 
@@ -35,6 +35,8 @@ from .tools.slicing import SliceRequest, Slicer, content_digest
 from .writes import HASH_ASIDE, PendingWrite, sha256_hex
 
 log = logging.getLogger("offload")
+
+_QUOTA_TRIES = 3  # a write over quota: tried, then twice more after a gc made room for it
 
 
 class Offloader:
@@ -190,7 +192,7 @@ class Offloader:
                 except Exception as exc:  # noqa: BLE001 - any store failure fails open
                     failure = exc
         # a large result is hashed, then written, on a worker while it is chunked and referenced here
-        write = PendingWrite(self, data) if failure is None else None
+        write = PendingWrite(self, data, protect=[stored_stderr] if stored_stderr else []) if failure is None else None
         try:
             chunks = list(chunk_bytes(data))
             if write is not None:
@@ -286,14 +288,18 @@ class Offloader:
             "expires_at": utcnow() + dt.timedelta(days=ttl) if ttl else None,
         }
 
-    def _quota_retried(self, write: Callable[..., Any], *args: Any, **kwargs: Any) -> None:
-        """A store write, and once more after a gc that makes room for it (expired, then least recently
-        used first) when it was over quota."""
-        try:
-            write(*args, **kwargs)
-        except QuotaExceeded as exc:
-            self.store.gc(room=exc.size)
-            write(*args, **kwargs)
+    def _quota_retried(self, write: Callable[..., Any], *args: Any, protect: Iterable[str] = (), **kwargs: Any) -> None:
+        """A store write, and again after a gc that makes room for it (expired, then least recently used
+        first, never the `protect`ed artifacts: the call's own) when it was over quota. A few times: near
+        the quota, other writers may take the room between the gc and the retry."""
+        for attempt in range(_QUOTA_TRIES):
+            try:
+                write(*args, **kwargs)
+                return
+            except QuotaExceeded as exc:
+                if attempt == _QUOTA_TRIES - 1:
+                    raise
+                self.store.gc(room=exc.size, protect=protect)
 
     # -- decorator --------------------------------------------------------------------------
 

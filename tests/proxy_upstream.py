@@ -3,10 +3,12 @@
 Run as `python tests/proxy_upstream.py` (stdio) or `python tests/proxy_upstream.py --http PORT`. Its tools
 return big structured output (with an outputSchema), big embedded resources, several parts, progress,
 log messages and a list-changed notification; one crashes the server, one hangs until cancelled.
+`python tests/proxy_upstream.py --raw-lines` is a server that frames its lines itself (see raw_lines).
 """
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 
@@ -154,8 +156,32 @@ def greet(name: str) -> str:
     return f"Hello, {name}!"
 
 
+def raw_lines() -> None:
+    """Write JSON-RPC lines the way some servers do: ending in CRLF, a log message before each answer, and
+    the answer to the first tools/call without its newline, just before exiting."""
+    def send(message: dict, end: bytes = b"\r\n") -> None:
+        sys.stdout.buffer.write(json.dumps(message).encode() + end)
+        sys.stdout.buffer.flush()
+
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        if "id" not in request:
+            continue
+        send({"jsonrpc": "2.0", "method": "notifications/message",
+              "params": {"level": "info", "data": f"answering {request['method']}"}})
+        if request["method"] == "tools/call":
+            send({"jsonrpc": "2.0", "id": request["id"],
+                  "result": {"content": [{"type": "text", "text": "last words"}]}}, end=b"")
+            return
+        result = {"protocolVersion": request["params"]["protocolVersion"], "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "raw-lines", "version": "1"}} if request["method"] == "initialize" else {}
+        send({"jsonrpc": "2.0", "id": request["id"], "result": result})
+
+
 if __name__ == "__main__":
-    if len(sys.argv) > 2 and sys.argv[1] == "--http":
+    if len(sys.argv) > 1 and sys.argv[1] == "--raw-lines":
+        raw_lines()
+    elif len(sys.argv) > 2 and sys.argv[1] == "--http":
         anyio.run(lambda: server.run_streamable_http_async(port=int(sys.argv[2])))
     else:
         anyio.run(server.run_stdio_async)

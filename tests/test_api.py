@@ -71,6 +71,16 @@ def test_raw_serves_a_byte_range_and_head(server):
     assert head.headers["accept-ranges"] == "bytes"
 
 
+def test_values_json_cannot_round_trip_by_default_come_back_exactly(server):
+    """A lone surrogate (a JavaScript string cut inside an emoji) and integers beyond 64 bits: the default
+    JSON response could not encode the first (the request failed) and the store keeps both exactly."""
+    off, client = server
+    ref = off.process("api", {"items": [{"memo": "cut \ud83d", "wei": 10**21 + i} for i in range(2000)]})
+    answer = client.post(f"/api/artifacts/{ref.artifact_id}/query", json={"jmespath": "items[7]"})
+    assert answer.status_code == 200
+    assert answer.json()["result"] == {"memo": "cut \ud83d", "wei": 10**21 + 7}
+
+
 def test_list_filters_and_cursor(server):
     off, client = server
     ids = [client.post("/api/artifacts", params={"tool": "grep" if i % 2 else "read"},

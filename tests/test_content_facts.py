@@ -21,7 +21,7 @@ from counting import o200k
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from offload import Offloader
+from offload import InvalidArgument, Offloader
 from offload.content import build_preview, detect, parse_json, render_shape, table
 from offload.content.shape import find_main
 from offload.store.chunking import json_item_index
@@ -161,6 +161,27 @@ def test_no_item_index_when_a_key_repeats():
     data = b'{"x": {"a": 1}, "y": [1, 2], "x": [1, 2]}'
     assert find_main(parse_json(data)).path == "x"
     assert json_item_index(data) is None
+
+
+def test_a_key_repeated_in_escaped_form_is_a_repeat_and_item_pages_follow_the_parsed_document(sqlite_url):
+    """"\\u0075sers" is "users": the parsed document keeps the 50-key map, so no index of the 3,000-item
+    array; item pages without an index page the main array find_main names, or say there is none."""
+    stale = json.dumps([{"id": i, "stale": True} for i in range(3000)])
+    fresh = json.dumps({f"user{i}": {"id": i} for i in range(50)})
+    data = ('{"users": ' + stale + ', "\\u0075sers": ' + fresh + '}').encode()
+    assert isinstance(parse_json(data)["users"], dict) and json_item_index(data) is None
+    off = Offloader(sqlite_url)
+    ref = off.put(data, tool="api")
+    with pytest.raises(InvalidArgument, match="no main array to page"):
+        off.fetch_slice(ref.artifact_id, unit="items")
+    rows = json.dumps({"meta": {"n": 1}, "meta2": 1, "data": {"rows": [{"k": i} for i in range(500)]}, "data": {
+        "rows": [{"k": -i} for i in range(700)]}}).encode()  # json.dumps keeps only the last "data"
+    twice = rows.replace(b'"meta2": 1', b'"data": {"rows": [1, 2, 3]}, "meta2": 1')
+    ref = off.put(twice, tool="api")
+    assert json_item_index(twice) is None and ref.items == 700
+    page = off.fetch_slice(ref.artifact_id, unit="items", offset=-1)
+    assert (page["total"], json.loads(page["content"])) == (700, [{"k": -699}])
+    off.close()
 
 
 def test_a_nested_main_array_across_index_blocks():

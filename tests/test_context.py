@@ -393,6 +393,17 @@ def test_parallel_results_of_the_latest_turn_share_what_it_may_take(soff, api):
     assert min(size[k] for k in offloaded) >= max([size[k] for k in range(4) if k not in offloaded], default=0)
 
 
+@pytest.mark.parametrize("api", APIS)
+@pytest.mark.parametrize("results, size", [(14, 12_000), (20, 3_000)])
+def test_many_parallel_results_of_the_latest_turn_fit_whatever_their_size(soff, api, results, size):
+    """14 results each over the cap (their references, together, are still over the budget: they become
+    placeholders), or 20 small ones after a first user message that may have to give way to a note."""
+    original = render(api, [Turn("user", "go"), tools_turn(*(text_of(size, 70 + k) for k in range(results)))])
+    fitted = soff.fit_context(original, 12_000, api=api)
+    check(soff, api, original, fitted)
+    assert "offload" in fitted.report.strategies or "placeholder" in fitted.report.strategies
+
+
 @pytest.mark.parametrize("api", ["openai", "anthropic"])
 def test_a_reused_call_id_labels_each_result_with_its_own_call(soff, api):
     """Some OpenAI-compatible providers number calls from call_0 in every turn: each result is the answer

@@ -345,7 +345,7 @@ def test_grep_catastrophic_pattern_stops_in_a_worker_thread(pattern):
     thread.join(timeout=10)
     assert not thread.is_alive()
     assert isinstance(outcome.get("error"), QueryTimeout)
-    assert outcome["elapsed"] < 2.0
+    assert outcome["elapsed"] < 5.0  # the pattern alone would run for hours; generous for a loaded machine
     assert "too slow" in str(outcome["error"]) and "simpler pattern" in str(outcome["error"])
 
 

@@ -678,6 +678,26 @@ def test_a_result_that_does_not_fit_the_quota_evicts_the_least_recently_used_to_
     off.close()
 
 
+def test_the_gc_for_a_shell_results_stdout_keeps_its_own_stderr(sqlite_url):
+    """stderr is stored first; if stdout then needs a gc, the stderr the reference names stays (it was
+    evicted, and the reference pointed at an evicted artifact)."""
+    off = Offloader(sqlite_url, quota_bytes=150_000)
+    stdout = "\n".join(f"out {i} " + "x" * 40 for i in range(1_400))  # ~62 KB
+    stderr = "\n".join(f"err {i} " + "e" * 40 for i in range(1_100))  # ~55 KB
+    alone = Offloader(sqlite_url.replace("store.db", "small.db"), quota_bytes=100_000)
+    out = alone.process("bash", {"stdout": stdout, "stderr": stderr, "exit_code": 1})
+    assert not out.stored and "quota" in out.error  # only its own stderr could go: not stored, honestly
+    assert alone.list()[0] == []  # and the stderr it stored first is gone with it
+    alone.close()
+    older = off.process("read", "\n".join(f"older {i} " + "o" * 40 for i in range(1_000)))
+    out = off.process("bash", {"stdout": stdout, "stderr": stderr, "exit_code": 1})
+    assert out.stored and out.stderr_artifact_id, out.error
+    assert off.fetch_slice(out.stderr_artifact_id, offset=-1)["content"].startswith("err 1099 ")
+    with pytest.raises(ArtifactExpired, match="evicted"):
+        off.get(older.artifact_id)
+    off.close()
+
+
 def test_fail_open_over_quota_with_pinned_content(tmp_path, real_count):
     off = Offloader(f"sqlite:///{tmp_path / 'q.db'}", quota_bytes=200_000)
     keep = off.put((STDLIB / "typing.py").read_bytes(), tool="cat")
@@ -726,7 +746,8 @@ def assert_fails_open_while_locked(off: Offloader, real_count, why: str, *, lock
 
 
 @pytest.mark.postgres
-def test_fail_open_when_a_postgresql_table_is_locked_past_the_timeout(pg_database, real_count):
+@pytest.mark.parametrize("timeout", [1, 0])  # 0: lock_timeout 0 would mean "wait for ever"
+def test_fail_open_when_a_postgresql_table_is_locked_past_the_timeout(pg_database, real_count, timeout):
     """A LOCK TABLE (a migration, a VACUUM FULL, a stuck transaction) makes a write wait for the lock:
     after busy_timeout the call returns, not stored, instead of waiting as long as the lock is held."""
     import sqlalchemy as sa
@@ -735,7 +756,7 @@ def test_fail_open_when_a_postgresql_table_is_locked_past_the_timeout(pg_databas
 
     url = pg_schema_url(pg_database)
     holder = sa.create_engine(url).connect()
-    assert_fails_open_while_locked(Offloader(url, busy_timeout=1), real_count, "lock",
+    assert_fails_open_while_locked(Offloader(url, busy_timeout=timeout), real_count, "lock",
                                    lock=lambda: holder.exec_driver_sql("LOCK TABLE artifacts IN ACCESS EXCLUSIVE MODE"),
                                    release=holder.rollback)
     holder.close()

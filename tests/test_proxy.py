@@ -9,14 +9,17 @@ as it can: a session costs two processes.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import contextlib
+import io
 import json
 import os
 import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -265,6 +268,54 @@ def test_upstream_crash_answers_at_once_and_stored_results_stay_readable(sqlite_
     assert page.structured_content["content"] == "0019999 " + "abcdefghij" * (1 + 19999 % 7)
 
 
+@pytest.mark.parametrize("options", [[], ["--limit", "t=5"]], ids=["within-budget", "checked-against-budget"])
+def test_each_message_reaches_the_client_on_its_own_line_whatever_the_upstream_ends_lines_with(sqlite_url, options):
+    """An upstream that ends its lines in CRLF and exits after an answer without a newline: that answer must
+    not be glued to the next message (the client would drop both), nor any line get a second newline (the
+    Python SDK reports a blank line as a parse error). Through both paths that write the upstream's line as
+    it is: a result whose size shows it fits, and one checked against the budget first (--limit)."""
+    hello = {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "raw", "version": "1"}}
+    requests = [{"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": hello},
+                {"jsonrpc": "2.0", "method": "notifications/initialized"},
+                {"jsonrpc": "2.0", "id": 1, "method": "ping"},
+                {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "t", "arguments": {}}},
+                {"jsonrpc": "2.0", "id": 3, "method": "ping"}]  # answered after the upstream has gone
+
+    def parsed(line: bytes) -> dict | None:
+        try:
+            return json.loads(line)
+        except ValueError:
+            return None  # two messages in one line, or a blank line
+
+    proxy = subprocess.Popen(proxy_command(sqlite_url, [*SCRIPTED, "--raw-lines"], *options),
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    stuck = threading.Timer(60, proxy.kill)  # a lost answer would leave the read below waiting
+    stuck.start()
+    try:
+        proxy.stdin.write(b"".join(orjson.dumps(request) + b"\n" for request in requests))
+        proxy.stdin.flush()
+        lines = []
+        while line := proxy.stdout.readline():
+            lines.append(line)
+            message = parsed(line)
+            if message is None or message.get("id") == 3:
+                break
+        proxy.stdin.close()  # the client leaves: whatever the proxy writes after is read too
+        lines += proxy.stdout.read().splitlines(keepends=True)
+        proxy.wait(30)
+    finally:
+        stuck.cancel()
+        proxy.kill()
+
+    messages = [parsed(line) for line in lines]
+    assert None not in messages and all(line.endswith(b"\n") for line in lines), lines
+    assert sorted(message["id"] for message in messages if "id" in message) == [0, 1, 2, 3]
+    answer = next(message for message in messages if message.get("id") == 2)
+    assert answer["result"]["content"] == [{"type": "text", "text": "last words"}]
+    logged = [line for line in lines if b"notifications/message" in line]
+    assert len(logged) == 3 and all(line.endswith(b"}\r\n") for line in logged)  # passed on byte for byte
+
+
 def test_upstream_hang_times_out_and_the_call_is_cancelled(sqlite_url, tmp_path):
     events = tmp_path / "events.txt"
     events.touch()
@@ -483,6 +534,38 @@ def relayed(store_url: str, tool: str, results: list[bytes]) -> list[bytes]:
     return run(scenario)
 
 
+def test_the_upstream_reader_delivers_each_line_with_its_newline():
+    """The relay may write an upstream's line on as it is: a last one without its newline gets one (in a
+    big line's own buffer), a CRLF line is delivered as it came."""
+    from offload.adapters.proxy.upstream import _read_lines
+
+    async def delivered(data: bytes) -> list[bytes]:
+        stream, lines = asyncio.StreamReader(), []
+        stream.feed_data(data)
+        stream.feed_eof()
+
+        async def deliver(raw, message):
+            lines.append(bytes(raw))
+
+        await _read_lines(stream, deliver)
+        return lines
+
+    big = b'{"id": 3, "result": "' + b"x" * (3 << 20) + b'"}'  # longer than one read
+    assert run(delivered, b'{"id": 1}\r\n\n{"id": 2}') == [b'{"id": 1}\r\n', b'{"id": 2}\n']
+    assert run(delivered, big) == [big + b"\n"]
+
+
+def test_the_client_writer_ends_each_message_with_exactly_one_newline():
+    """Whatever path hands a message on without its newline, it must not join the next one on the client's
+    line; one that has its newline (CRLF included) is written as it is."""
+    out = io.BytesIO()
+    writer = relay_module.StdoutWriter(out)
+    for message in (b'{"id": 1}', b'{"id": 2}\r\n', b'{"id": 3}\n', b'{"id": 4}'):
+        writer(message)
+    writer.close()
+    assert out.getvalue() == b'{"id": 1}\n{"id": 2}\r\n{"id": 3}\n{"id": 4}\n'
+
+
 def test_results_orjson_cannot_read_exactly_are_answered_exactly(sqlite_url):
     """Lone surrogate escapes (a JavaScript string cut inside an emoji) and integers beyond 64 bits: a
     result within budget comes back as the upstream's own line, and one that is offloaded keeps them."""
@@ -493,6 +576,7 @@ def test_results_orjson_cannot_read_exactly_are_answered_exactly(sqlite_url):
     offloaded = [json.dumps({"content": [{"type": "text", "text": "pad " * 20_000}, {"type": "text", "text": "ok \ud83d"}],
                              "structuredContent": big_numbers})]
     lines = relayed(sqlite_url, "t", [text.encode() for text in fits + offloaded])
+    lines.sort(key=lambda line: json.loads(line)["id"])  # each answer is prepared in a task of its own
     assert lines[:2] == [upstream_line(i, text.encode()) for i, text in enumerate(fits, 1)]
     result = json.loads(lines[2])["result"]
     assert "stored whole as" in result["content"][0]["text"] and result["content"][1]["text"] == "ok \ud83d"

@@ -173,3 +173,58 @@ def test_a_pack_tool_editing_its_artifact_argument_changes_no_query(off, suffix)
     assert off.query_artifact(aid, jmespath="length(items)")["result"] == 3000
     assert off.query_artifact(aid, jmespath="items[0]")["result"] == {"id": 0, "ok": False}
     assert {r["status"] for r in off.rerun()} == {"unchanged"}
+
+
+def test_strings_with_lone_surrogates_come_back_escaped_never_a_crash(off, real_count):
+    doc = {"items": [{"id": i, "s": "cut \ud83d" if i % 3 == 0 else "plain"} for i in range(400)]}
+    aid = off.process("api", doc).artifact_id
+    assert off.query_artifact(aid, jmespath="items[0]")["result"] == {"id": 0, "s": "cut \ud83d"}  # exactly
+    for args in ({"jmespath": "items[0]"}, {"jmespath": "items[*].s", "limit": 5}):
+        out = dispatch(off, "query_artifact", {"artifact_id": aid, **args})
+        assert not out.is_error, out.text
+        assert '"cut \\ud83d"' in out.text and out.text.encode("utf-8")  # the escape, sendable as UTF-8
+    page = off.query_artifact(aid, jmespath="items[*].s", limit=5)
+    assert page["result"] == ["cut \ud83d", "plain", "plain", "cut \ud83d", "plain"] and page["next"]["offset"] == 5
+    out = dispatch(off, "query_artifact", {"artifact_id": aid, "sql": "SELECT * FROM artifact LIMIT 2"})
+    assert out.is_error and "lone surrogate" in out.text and "jmespath" in out.text
+
+
+@pytest.mark.parametrize("sql", ["SELECT * FROM artifact; -- all rows", "SELECT * FROM artifact -- all rows",
+                                 "SELECT * FROM artifact /* all; rows */ ;\n", "SELECT ';' AS s, * FROM artifact;;"])
+def test_the_call_a_left_out_sql_row_names_runs(sqlite_url, sql):
+    rows = [{"id": i, "blob": "B" * 5000 if i == 2 else "s"} for i in range(6)]
+    with Offloader(sqlite_url, query_tokens=600) as off:
+        aid = off.put(orjson.dumps(rows), tool="api").artifact_id
+        page = off.query_artifact(aid, sql=sql, offset=2, limit=1)
+        assert page["result"] == [] and "result 2 alone" in page["cut"]
+        named = json.loads(page["cut"].split("sql=", 1)[1].split(") stores it whole")[0])
+        stored = dispatch(off, "query_artifact", {"artifact_id": aid, "sql": named})
+        assert not stored.is_error, stored.text
+        row = orjson.loads(b"".join(off.iter_raw(stored.structured["artifact_id"])))
+        assert row["id"] == 2 and row["blob"] == "B" * 5000
+
+
+def test_a_grep_page_cut_by_the_budget_never_ends_with_context_of_a_match_it_does_not_show(sqlite_url):
+    lines = ["ERROR " + "long " * 2000 if i == 50 else (f"ERROR at {i}" if i % 10 == 0 else f"ctx {i}")
+             for i in range(200)]
+    with Offloader(sqlite_url, query_tokens=600) as off:
+        aid = off.put(("\n".join(lines) + "\n").encode(), tool="read").artifact_id
+        page = off.query_artifact(aid, grep="ERROR", offset=3, limit=3, context=2)
+        assert page["result"][-3:] == ["40: ERROR at 40", "41- ctx 41", "42- ctx 42"]
+        assert page["next"]["offset"] == 5
+        following = off.query_artifact(**page["next"])
+        assert following["result"][:3] == ["48- ctx 48", "49- ctx 49", following["result"][2]]
+        assert following["result"][2].startswith("50: ERROR long")
+        # following next from any page: each match once, and a page ends with its last match's context at most
+        near = off.put("".join(f"ERROR {i} " + "w " * 40 + "\n" if i % 4 == 0 else f"c {i}\n"
+                               for i in range(600)).encode(), tool="read").artifact_id
+        args, seen = {"grep": "ERROR", "context": 2, "limit": 100}, []
+        while args is not None:
+            page = off.query_artifact(near, **args)
+            numbered = [(int(entry.split(" ")[0].rstrip(":-")), entry.split(" ")[0][-1]) for entry in page["result"]
+                        if entry != "--"]
+            matched = [n for n, sign in numbered if sign == ":"]
+            assert numbered[-1][0] <= matched[-1] + 2
+            seen += matched
+            args = page["next"] and {k: v for k, v in page["next"].items() if k != "artifact_id"}
+        assert seen == list(range(0, 600, 4))

@@ -1,6 +1,8 @@
 """Following fetch_slice's `next` reads every unit exactly once: byte pages of text never split a
-character, a cut line or item is read to its end and paging returns to lines or items, limit=0 is
-refused, and the CLI's next hint is the response's `next`. Real SQLite stores, real tokenizer."""
+character, a cut line or item is read to its end and paging returns to lines or items (only after a cut,
+with the cut call's limit and path), every page fits its budget as the model reads it (text and JSON),
+a huge limit reads one page's worth, limit=0 is refused, and the CLI's next hint is the response's
+`next`. Real SQLite stores, real tokenizers."""
 
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from offload import Offloader
 from offload.cli import app
 from offload.errors import InvalidArgument
 from offload.store.chunking import CHUNK_SIZE
+from offload.tools.schemas import TOOLS, dispatch
 
 MULTIBYTE = "aZ \t\né日🎉ü語\u00a0"  # 1-, 2-, 3- and 4-byte characters and newlines
 
@@ -189,6 +192,125 @@ def test_an_item_bigger_than_a_page_is_read_to_its_end_then_paging_returns_to_it
     back = [p["next"] for p in pages if p["unit"] == "bytes" and p["next"] and p["next"]["unit"] == "items"]
     assert [n["offset"] for n in back] == [4, 10]
     within_budget(off, pages, real_count)
+
+
+def test_a_chars_or_bytes_page_ending_where_a_line_or_item_ends_stays_in_its_unit(off):
+    text = "".join(f"{i:07d}\n" for i in range(600))  # 8-character lines
+    ref = off.put(text.encode(), tool="read")
+    page = off.fetch_slice(ref.artifact_id, unit="chars", offset=0, limit=7)
+    assert page["next"] == {"artifact_id": ref.artifact_id, "unit": "chars", "offset": 7, "limit": 7}
+    pages = follow(off, artifact_id=ref.artifact_id, unit="chars", limit=7)
+    assert "".join(p["content"] for p in pages) == text and {p["unit"] for p in pages} == {"chars"}
+    rows = b"".join(orjson.dumps({"id": i, "v": "abcdefgh"}) + b"\n" for i in range(200))  # 26 bytes + newline
+    nd = off.put(rows, tool="api")
+    page = off.fetch_slice(nd.artifact_id, unit="bytes", offset=13, limit=13)
+    assert page["next"] == {"artifact_id": nd.artifact_id, "unit": "bytes", "offset": 26, "limit": 13}
+    pages = follow(off, artifact_id=nd.artifact_id, unit="bytes", limit=13)
+    assert b"".join(page_bytes(p) for p in pages) == rows and {p["unit"] for p in pages} == {"bytes"}
+    array = orjson.dumps([{"k": i} for i in range(300)])
+    arr = off.put(array, tool="api")
+    last = off.fetch_slice(arr.artifact_id, unit="bytes", offset=array.rindex(b"{"), limit=len(b'{"k":299}'))
+    assert last["next"] == {"artifact_id": arr.artifact_id, "unit": "bytes", "offset": len(array) - 1, "limit": 9}
+    assert off.fetch_slice(**last["next"])["content"] == "]"  # the closing bracket is read too
+
+
+def test_after_a_cut_line_or_item_paging_returns_with_the_callers_limit_and_path(off):
+    text = "a\n" + "x" * 30_000 + "\n" + "".join(f"l{i}\n" for i in range(1000))
+    ref = off.put(text.encode(), tool="read")
+    pages = follow(off, 30, artifact_id=ref.artifact_id, offset=1, limit=3)
+    rest = [p for p in pages if p["unit"] == "chars"]
+    assert "".join(p["content"] for p in [pages[0], *rest]) == "x" * 30_000
+    back = pages[len(rest) + 1]
+    assert (back["unit"], back["offset"], back["limit"], back["content"]) == ("lines", 2, 3, "l0\nl1\nl2")
+    doc = {"meta": {"a": 1}, "events": [{"id": i, "blob": "x y " * 6000 if i == 3 else "s"} for i in range(10)]}
+    big = off.put(orjson.dumps(doc), tool="api")
+    call = off.fetch_slice(big.artifact_id, unit="items", path="events", offset=3, limit=2)["next"]
+    while call["unit"] == "bytes":
+        call = off.fetch_slice(**call)["next"]
+    assert call == {"artifact_id": big.artifact_id, "unit": "items", "offset": 4, "limit": 2, "path": "events"}
+    # a path that no cut wrote is refused, not read as something else
+    for unit, path in (("chars", "items"), ("chars", "rest of line 0, then lines"), ("bytes", "rest of line 1, then lines")):
+        with pytest.raises(InvalidArgument, match="path"):
+            off.fetch_slice(ref.artifact_id, unit=unit, offset=5, path=path)
+
+
+def test_the_text_every_adapter_sends_says_what_is_base64_and_where_a_page_moved(off):
+    pad = b"hello world line\n" * 400
+    ref = off.put(pad + "é".encode() + b"\xff\xfe" + b"abc\n" + pad, tool="read")
+    moved = dispatch(off, "fetch_slice", {"artifact_id": ref.artifact_id, "unit": "bytes", "offset": len(pad) + 1})
+    assert f"byte {len(pad) + 1:,} is inside a character: the page starts at its first byte" in moved.text
+    bad = dispatch(off, "fetch_slice", {"artifact_id": ref.artifact_id, "unit": "bytes", "offset": len(pad) + 2})
+    assert bad.text.startswith("//4=\n") and "are not valid UTF-8, so they come back base64" in bad.text
+    png = off.put(b"\x89PNG\r\n\x1a\n" + bytes(range(256)) * 40, tool="screenshot")
+    assert "the content is base64" in dispatch(off, "fetch_slice", {"artifact_id": png.artifact_id,
+                                                                     "unit": "bytes"}).text
+    assert "except bytes that are not valid UTF-8: those come back on their own, base64" in (
+        TOOLS["fetch_slice"]["description"].replace("\n", " "))
+
+
+def test_huge_limits_read_what_a_page_can_hold_not_the_artifact(off, monkeypatch):
+    data = "".join(f"{i:08d} some log text here é\n" for i in range(150_000)).encode()  # 5 MB: 5 chunks
+    ref = off.put(data, tool="read")
+    chunks_read: set[int] = set()
+    iter_chunks = off.store.iter_chunks
+
+    def spy(*args, **kwargs):
+        for meta, chunk in iter_chunks(*args, **kwargs):
+            chunks_read.add(meta["seq"])
+            yield meta, chunk
+
+    monkeypatch.setattr(off.store, "iter_chunks", spy)
+    for unit in ("bytes", "chars"):
+        chunks_read.clear()
+        page = off.fetch_slice(ref.artifact_id, unit=unit, limit=10**9)
+        assert page["returned"] > 1000 and page["next"]["limit"] == 10**9
+        assert chunks_read == {0}, unit  # the page's ~60 KB, not the artifact's 5 MB
+
+
+def forms_within(pages: list, limit: int, *counts) -> None:
+    """Each page's rendered text (what every adapter sends) and its JSON form within `limit` tokens."""
+    for out in pages:
+        for form in (out.text, json.dumps(out.structured, ensure_ascii=False), orjson.dumps(out.structured).decode()):
+            assert max(count(form) for count in counts) <= limit, (out.structured["unit"], out.structured["offset"])
+
+
+def follow_dispatch(off: Offloader, pages: int = 12, **call) -> list:
+    got = []
+    while call is not None and len(got) < pages:
+        got.append(dispatch(off, "fetch_slice", call))
+        assert not got[-1].is_error, got[-1].text
+        call = got[-1].structured["next"]
+    return got
+
+
+@pytest.mark.parametrize("unit", ["lines", "chars", "bytes", "items"])
+def test_pages_full_of_escapes_fit_the_budget_in_both_forms(off, unit):
+    import bpe_openai
+
+    o200k, cl100k = (bpe_openai.get_encoding(name) for name in ("o200k_base", "cl100k_base"))
+    counts = (lambda t: len(o200k.encode(t)), lambda t: len(cl100k.encode(t)))
+    rng = random.Random(15)
+    esc = "\x1b"
+    log = "".join(f"tests/test_mod{i % 37}.py::test_case_{i}[param-{i % 5}] {esc}[3{rng.choice('12')}m"
+                  f"{rng.choice(['PASSED', 'FAILED'])}{esc}[0m {esc}[90m[{i * 100 // 4000:3d}%]{esc}[0m\n"
+                  for i in range(4000))
+    controls = "".join(rng.choice("\x01\x02\x07\x08\x0b\x0c\x1b\x7f\\\"\t") for _ in range(200_000)) + "\n"
+    rows = b"".join(orjson.dumps({"id": i, "msg": f'{esc}[31m"quoted" \\ {i}{esc}[0m'}) + b"\n" for i in range(3000))
+    for data in ((rows,) if unit == "items" else (log.encode(), controls.encode())):
+        ref = off.put(data, tool="shell" if unit != "items" else "api")
+        forms_within(follow_dispatch(off, artifact_id=ref.artifact_id, unit=unit), off.settings.slice_tokens, *counts)
+
+
+def test_pages_fit_the_budget_counted_with_the_exact_tokenizer(sqlite_url, real_count):
+    rng = random.Random(15)
+    words = ["alpha", "beta", "γάμμα", "日本語", "🎉", "x=1;", "{", "}", "\\", '"q"', "\t", "\x1b[0m"]
+    text = "short\n" + " ".join(rng.choice(words) for _ in range(40_000)) + "\n" + "end\n" * 3000
+    with Offloader(sqlite_url, tokenizer="o200k_base") as off:
+        ref = off.put(text.encode(), tool="read")
+        for unit in ("lines", "bytes"):
+            pages = follow_dispatch(off, artifact_id=ref.artifact_id, unit=unit)
+            forms_within(pages, off.settings.slice_tokens, real_count)
+            assert min(real_count(json.dumps(p.structured, ensure_ascii=False)) for p in pages[1:-1]) > 3000
 
 
 def test_items_of_a_binary_artifact_advise_bytes(off):

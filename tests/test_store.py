@@ -287,6 +287,24 @@ def test_a_delete_waits_for_a_running_gc_on_postgresql(pg_database):
     store.engine.dispose()
 
 
+def test_a_gc_making_room_evicts_nothing_it_cannot_make_room_with(store_url):
+    """gc(room=) for a write: what must stay (pinned, protected, and content they share) is never evicted,
+    and when it alone leaves no room, nothing is evicted at all (it would not make the write fit)."""
+    store = _store(store_url)
+    pinned = _put(store, _text(600), pinned=True)  # ~29 KB
+    shares_pinned = _put(store, _text(600))  # the same content: evicting it frees nothing
+    own = _put(store, b"the call's own stderr\n" * 400)
+    others = [_put(store, f"result {k}\n".encode() * 2000) for k in range(3)]
+    size = store.total_bytes()
+    report = store.gc(quota_bytes=size, room=size)  # room for as much again: impossible with the pinned one
+    assert report.evicted == 0 and store.total_bytes() == size
+    report = store.gc(quota_bytes=size, room=20_000, protect=[own])
+    assert report.evicted >= 1 and store.total_bytes() <= size - 20_000
+    live = {r["id"] for r in store.list("")[0]}
+    assert {pinned, shares_pinned, own} <= live and not set(others) <= live
+    store.engine.dispose()
+
+
 def test_quota_refuses_a_put_that_does_not_fit(store_url):
     from offload.errors import QuotaExceeded
 

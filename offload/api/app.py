@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 import ipaddress
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
@@ -19,6 +20,7 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import OffloadError
+from ..jsontext import dumps
 from ..offloader import Offloader
 
 SECURITY_HEADERS = {
@@ -65,6 +67,14 @@ class ApiConfig:
         return False, None
 
 
+class ExactJSONResponse(JSONResponse):
+    """Stored values as JSON exactly (integers beyond 64 bits; lone surrogates as escapes, which the
+    default response could not encode, failing the request): see offload/jsontext.py."""
+
+    def render(self, content: Any) -> bytes:
+        return dumps(content)
+
+
 def error_response(status: int, code: str, message: str) -> JSONResponse:
     return JSONResponse({"error": code, "message": message, "status": status}, status_code=status,
                         headers=SECURITY_HEADERS)
@@ -76,7 +86,7 @@ def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
     from .web import mount_static, web_router
 
     config = config or ApiConfig()
-    app = FastAPI(title="offload", version="0.1.0",
+    app = FastAPI(title="offload", version="0.1.0", default_response_class=ExactJSONResponse,
                   description="Browse what agents stored, what the model saw, and what it saved.")
     app.state.off = off
     app.state.config = config

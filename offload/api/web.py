@@ -212,7 +212,7 @@ def stats_page(request: Request) -> HTMLResponse:
 @web_router.get("/artifacts/{artifact_id}", response_class=HTMLResponse)
 @html_errors
 def artifact_view(request: Request, artifact_id: str, unit: str | None = None, offset: int = 0,
-                  limit: int | None = Query(None, ge=0)) -> HTMLResponse:
+                  limit: int | None = Query(None, ge=0), path: str | None = None) -> HTMLResponse:
     off = offloader_for(request)
     meta = off.get(artifact_id)
     ref = off.reference(artifact_id)
@@ -220,10 +220,11 @@ def artifact_view(request: Request, artifact_id: str, unit: str | None = None, o
     unit = unit if unit in ("lines", "chars", "bytes", "items") else units[0]
     page, page_error = None, None
     try:  # one bounded page (fetch_slice cuts it to its token budget), never the whole artifact
-        page = off.fetch_slice(artifact_id, offset=offset, limit=limit, unit=unit)
+        page = off.fetch_slice(artifact_id, offset=offset, limit=limit, unit=unit, path=path or None)
     except InvalidArgument as exc:
         page_error = exc.model_message()
-    request_args = {"unit": unit, "offset": offset, **({"limit": limit} if limit is not None else {})}
+    request_args = {"unit": unit, "offset": offset, **({"limit": limit} if limit is not None else {}),
+                    **({"path": path} if path else {})}
     return _render(request, "artifact.html", meta=meta, ref=ref, units=units, unit=unit, page=page,
                    page_error=page_error, page_lines=_page_lines(page), page_hex=_page_hex(page),
                    links=_pager_links(_href_for(request), artifact_id, unit, page),
@@ -266,7 +267,8 @@ def _pager_links(href: Callable[..., str], artifact_id: str, unit: str, page: di
     return {
         "start": href(path, unit=unit, offset=0),
         "prev": href(path, unit=unit, offset=max(offset - size, 0)),
-        "next": href(path, unit=following["unit"], offset=following["offset"], limit=following.get("limit"))
+        "next": href(path, unit=following["unit"], offset=following["offset"], limit=following.get("limit"),
+                     path=following.get("path"))  # a path carries the way back from a cut line or item
         if following else None,
         "end": href(path, unit=unit, offset=-size),
     }

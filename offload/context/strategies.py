@@ -80,10 +80,14 @@ class Fitting:
 
     def _share_latest(self, last: tuple[int, int]) -> None:
         """a, again, for the most recent turn alone over the budget while none of its results is over the
-        cap (parallel calls): its results share what the turn's other messages leave, and the ones over
-        their share become references, the largest first."""
+        cap (parallel calls): its results share what the turn's other messages leave (and a note, when
+        older groups may have to go), and the ones over their share become references, the largest
+        first; if that is not enough, one-line placeholders (b), the largest first, which also replace
+        references step a wrote."""
+        reserve = self.guard.note_tokens(self.fmt) if self.groups and self.groups[0] != last else 0
+
         def needed() -> int:
-            return self._tokens(0, self.head) + self._tokens(*last)
+            return self._tokens(0, self.head) + self._tokens(*last) + reserve
 
         if needed() <= self.budget:
             return
@@ -93,12 +97,16 @@ class Fitting:
             return
         others = needed() - sum(self.facts[i].tokens for i in holders)
         share = (self.budget - others) // slots - OVERHEAD
-        if share <= 0:
-            return  # not even a one-line placeholder each: d says so
-        for i in sorted(holders, key=lambda i: -self.facts[i].tokens):
-            if needed() <= self.budget:
-                return
-            self._replace(i, OFFLOAD, ("offload", share), lambda facts, i=i: self._offload(facts, i, share))
+        steps = [(OFFLOAD, ("offload", share), self._offload_at(share))] if share > 0 else []
+        steps.append((PLACEHOLDER, ("placeholder",), self._placeholder))
+        for strategy, key, build in steps:
+            for i in sorted(holders, key=lambda i: -self.facts[i].tokens):
+                if needed() <= self.budget:
+                    return
+                self._replace(i, strategy, key, lambda facts, i=i, build=build: build(facts, i))
+
+    def _offload_at(self, cap: int) -> Callable[[Facts, int], Any]:
+        return lambda facts, i: self._offload(facts, i, cap)
 
     def _replace(self, i: int, strategy: str, key: tuple, build: Callable[[Facts], Any]) -> None:
         old = self.facts[i]

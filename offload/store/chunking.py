@@ -8,6 +8,7 @@ with vectorised passes over the bytes (numpy), never a Python loop per byte.
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Iterator
@@ -409,10 +410,20 @@ def _duplicate_keys(data: bytes, looked: np.ndarray, open_at: np.ndarray, pos: n
             continue  # one entry or none: no key can repeat
         entries = [int(pos[open_at[i]])] + (comma_key[lo:hi] % width).tolist()
         keys = [_KEY_AFTER.match(data, at + 1) for at in entries]
-        names = {found.group(1) for found in keys if found}
+        # a key is compared as it reads: "\u0075sers" is "users" (escapes are rare: decode only those)
+        names = {_key_name(found.group(1)) for found in keys if found}
         if len(names) < len(keys):
             return True
     return False
+
+
+def _key_name(raw: bytes) -> bytes | str:
+    if b"\\" not in raw:
+        return raw.decode("utf-8", "replace")
+    try:
+        return json.loads(b'"' + raw + b'"')
+    except ValueError:
+        return raw.decode("utf-8", "replace")
 
 
 def ndjson_item_index(data: bytes) -> ItemIndex:

@@ -177,7 +177,7 @@ def _postgresql_events(engine: Engine, busy_timeout: float) -> None:
         # write wait for ever, and with it the tool call: after busy_timeout the write fails, and the call
         # fails open like on a busy SQLite store. Advisory locks (gc, migrations) wait as long.
         with dbapi_conn.cursor() as cur:
-            cur.execute(f"SET lock_timeout = {int(busy_timeout * 1000)}")
+            cur.execute(f"SET lock_timeout = {max(1, int(busy_timeout * 1000))}")  # 0 would mean never
         dbapi_conn.commit()  # a SET inside the connection's first transaction would be rolled back with it
 
 

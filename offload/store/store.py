@@ -449,13 +449,19 @@ class Store:
             freed += int(size)
         return removed, freed
 
-    def gc(self, *, now: dt.datetime | None = None, quota_bytes: int | None = None, room: int = 0) -> GcReport:
+    def gc(self, *, now: dt.datetime | None = None, quota_bytes: int | None = None, room: int = 0,
+           protect: Iterable[str] = ()) -> GcReport:
         """Expire what is past its TTL, then evict least recently used until under quota, with `room` bytes
-        to spare (a write that did not fit asks for its size); pins stay."""
+        to spare (a write that did not fit asks for its size); pinned artifacts, the `protect`ed ones (a
+        call's own, just written) and whatever shares their content stay.
+
+        The quota is the store's: eviction takes the least recently used whatever their namespace. When
+        what must stay leaves no `room`, nothing is evicted (it would not make the write fit)."""
         now = now or utcnow()
         quota = quota_bytes if quota_bytes is not None else self.quota_bytes
         if quota is not None and room:
             quota = max(quota - room, 0) if room <= quota else None  # nothing can make room for more than all
+        protect = list(protect)
         report = GcReport()
         a = artifacts.c
         with self._write() as conn:
@@ -479,8 +485,14 @@ class Store:
             report.bytes_freed += freed
             if quota is not None:
                 total = self.total_bytes(conn)
-                candidates = conn.execute(sa.select(a.id, a.sha256).where(
-                    a.status == ACTIVE, a.pinned == sa.false()).order_by(a.accessed_at, a.created_at)).all()
+                # content an artifact that stays points at: evicting another that shares it frees nothing
+                held = sa.select(a.sha256).where(a.status == ACTIVE, sa.or_(a.pinned == sa.true(), a.id.in_(protect)))
+                staying = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(contents.c.bytes), 0)).where(
+                    contents.c.sha256.in_(held))).scalar_one()
+                candidates = [] if room and int(staying) > quota else conn.execute(
+                    sa.select(a.id, a.sha256).where(a.status == ACTIVE, a.pinned == sa.false(), a.id.not_in(protect),
+                                                    a.sha256.not_in(held))
+                    .order_by(a.accessed_at, a.created_at)).all()
                 for cand in candidates:
                     if total <= quota:
                         break

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..content import parse_json
+from ..content.shape import find_main
 from ..errors import InvalidArgument, QueryError
 from ..jsontext import dumps
 from ..store import Store
@@ -92,11 +93,17 @@ class QueryRunner:
             raise QueryError(f"{row['id']} could not be parsed as JSON: {exc}") from exc
 
     def items_of(self, row: dict, path: str | None) -> list[Any]:
+        """The array `path` leads to; without a path, the main array the reference named (find_main)."""
         doc = self.document(row)
-        if path in (None, "", "@"):
-            value = doc
-        else:
-            value = run_jmespath(doc, path)
+        if path is None:
+            main = find_main(doc)
+            if not isinstance(main.value, list):
+                raise InvalidArgument(
+                    f"{row['id']} has no main array to page: its main value (`{main.path}`) is an object of "
+                    f"{len(main.value):,} keys. Give path= the JMESPath of an array, or query the object with "
+                    f"jmespath, e.g. {jmespath_example(doc)!r}.")
+            return main.value
+        value = doc if path in ("", "@") else run_jmespath(doc, path)
         if not isinstance(value, list):
             raise InvalidArgument(f"path {path!r} does not lead to an array in {row['id']} (it is "
                                   f"{type(value).__name__}); try the path of an array, e.g. "
@@ -111,26 +118,27 @@ class QueryRunner:
         key = ("sql", row["sha256"])
         table = self.cache.get(key)
         if table is None:
-            from .sql import SqlTable  # DuckDB loads on the first SQL query only
-
             data = self.raw(row)
-            if row["kind"] == "csv":
-                delimiter = "\t" if row["content_type"] == "text/tab-separated-values" else ","
-                table = SqlTable.from_csv(data, delimiter=delimiter)
-            elif row["kind"] == "ndjson":
-                table = SqlTable.from_rows_ndjson(data)
-            else:
-                items = self.items_of(row, None) if data.lstrip()[:1] == b"[" else self._main_array(row)
-                table = SqlTable.from_json_array(items)
+            try:
+                table = self._load_table(row, data)
+            except QueryError as exc:
+                if "surrogate" not in str(exc):
+                    raise
+                raise QueryError(f"SQL cannot read {row['id']}: it holds a string with a lone surrogate (a \\ud83d "
+                                 "escape: a JavaScript string cut inside an emoji), which DuckDB refuses. Query it "
+                                 "with jmespath instead, which reads such strings exactly.") from exc
             self.cache.put(key, table, max(getattr(table, "memory_bytes", 0), len(data)))
         return table
 
-    def _main_array(self, row: dict) -> list[Any]:
-        info = self.store.content(row["sha256"])
-        if info.items_path:
-            return self.items_of(row, info.items_path)
-        raise InvalidArgument(f"{row['id']} is a JSON object without a main array to query as a table; use "
-                              "jmespath instead.")
+    def _load_table(self, row: dict, data: bytes) -> SqlTable:
+        from .sql import SqlTable  # DuckDB loads on the first SQL query only
+
+        if row["kind"] == "csv":
+            delimiter = "\t" if row["content_type"] == "text/tab-separated-values" else ","
+            return SqlTable.from_csv(data, delimiter=delimiter)
+        if row["kind"] == "ndjson":
+            return SqlTable.from_rows_ndjson(data)
+        return SqlTable.from_json_array(self.items_of(row, None))  # the main array the reference named
 
     # -- the three kinds of query -----------------------------------------------------------
 
@@ -156,7 +164,7 @@ class QueryRunner:
         """Whether what the model reads fits the budget: the rendered text (OpenAI, Anthropic, MCP content)
         and the structured JSON (MCP structuredContent, HTTP), each counted whole with its envelope."""
         text = render_query(response, pieces)
-        if surely_over(len(text.encode()), self.budget) or self.count(text) > self.budget:
+        if surely_over(len(text.encode("utf-8", "surrogatepass")), self.budget) or self.count(text) > self.budget:
             return False
         return self.count(json.dumps(response, ensure_ascii=False, default=str)) <= self.budget
 
@@ -219,7 +227,7 @@ class QueryRunner:
         if op == "jmespath":
             alone = {"artifact_id": row["id"], "jmespath": f"({expression})[{index}]"}
         else:
-            alone = {"artifact_id": row["id"], "sql": f"SELECT * FROM (\n{expression.strip().rstrip(';')}\n) "
+            alone = {"artifact_id": row["id"], "sql": f"SELECT * FROM (\n{_unterminated(expression)}\n) "
                                                       f"LIMIT 1 OFFSET {index}"}
         size = len(dumps(element))
         cut = (f"result {index:,} alone ({size:,} bytes of JSON) is more than this page's budget of "
@@ -272,7 +280,7 @@ class QueryRunner:
         def respond(n: int, lines: list[str] | None = None, cut: str | None = None) -> dict:
             end = page.offset + n
             if lines is None:
-                lines = _grep_text(_first_matches(page.matches, n))
+                lines = _grep_text(_first_matches(page.matches, n, context))
             return self._response(row, "grep", pattern, lines, page.total, end if end < page.total else None,
                                   args, cut)
 
@@ -287,7 +295,7 @@ class QueryRunner:
         keep = _fit_prefix(bound, lambda n: self._fits(respond(n)))
         if keep:
             return self._inline(respond(keep))
-        return self._inline(self._cut_lines(row, _first_matches(page.matches, 1), respond))
+        return self._inline(self._cut_lines(row, _first_matches(page.matches, 1, context), respond))
 
     def _cut_lines(self, row: dict, entries: list[dict], respond: Callable[..., dict]) -> dict:
         """One match (with its context) over the budget: its lines are cut to the longest length that
@@ -351,17 +359,33 @@ def _fit_prefix(most: int, fits: Callable[[int], bool]) -> int:
     return lo
 
 
-def _first_matches(matches: list[dict], n: int) -> list[dict]:
-    """The entries of a grep page up to and including the context of its n-th match."""
-    seen = 0
+def _first_matches(matches: list[dict], n: int, context: int) -> list[dict]:
+    """The entries of a grep page up to its n-th match and the context after it. The context before
+    match n + 1 is left to the page that shows that match: a page never ends with context of nothing."""
+    seen, last = 0, 0
     out = []
     for entry in matches:
         if entry["match"]:
             if seen == n:
                 break
-            seen += 1
+            seen, last = seen + 1, entry["line"]
+        elif seen == n and entry["line"] > last + context:
+            break
         out.append(entry)
     return out
+
+
+def _unterminated(sql: str) -> str:
+    """`sql` without the semicolons that end it and the comments after them, so that it nests as a
+    subquery (the closing parenthesis goes on a line of its own, after any comment left inside). DuckDB's
+    tokenizer, which skips comments and string literals, tells which semicolons end the statement."""
+    import duckdb  # loaded already: the query it wraps has run
+
+    tokens = duckdb.tokenize(sql)
+    end = len(sql)
+    while tokens and sql[tokens[-1][0]] == ";":
+        end = tokens.pop()[0]
+    return sql[:end].strip()
 
 
 def _grep_text(matches: list[dict]) -> list[str]:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -21,13 +22,15 @@ log = logging.getLogger("offload")
 
 FETCH_SLICE_DESCRIPTION = """\
 Read a bounded page of a stored tool result (an artifact) by its id, as named in an [offload] reference.
-Units: "lines" (default; 0-based line numbers, the same as query_artifact grep shows), "chars", "bytes"
-(binary comes back base64), or "items" (whole elements of a JSON array — the document's main array by
-default, or the array at a JMESPath `path`; NDJSON rows are items). A negative offset counts from the
-end: offset=-40 reads the last 40 lines, where logs keep their errors. The page always fits a token
-budget: if `limit` units would not fit, fewer come back. Every response says `returned`, `total` and
-`next` — the exact arguments of the following call (null at the end). A single line longer than the
-budget comes back cut by characters, with `next` pointing at the rest.
+Units: "lines" (default; 0-based line numbers, the same as query_artifact grep shows), "chars", "bytes",
+or "items" (whole elements of a JSON array — the document's main array by default, or the array at a
+JMESPath `path`; NDJSON rows are items). Bytes of binary data come back base64; bytes of text come back as
+text, except bytes that are not valid UTF-8: those come back on their own, base64, and the page says so.
+A negative offset counts from the end: offset=-40 reads the last 40 lines, where logs keep their errors.
+The page always fits a token budget: if `limit` units would not fit, fewer come back. Every response says
+`returned`, `total` and `next` — the exact arguments of the following call (null at the end). A single line
+or item longer than the budget comes back cut; `next` reads its rest (in chars or bytes, with a `path` that
+marks it as that rest: pass it as given), then returns to lines or items.
 Example: fetch_slice(artifact_id="art_k3j2h5g6f7d8s9a0", offset=-40)"""
 
 QUERY_ARTIFACT_DESCRIPTION = """\
@@ -57,7 +60,8 @@ FETCH_SLICE_SCHEMA: dict[str, Any] = {
         "unit": {"type": "string", "enum": ["lines", "chars", "bytes", "items"], "default": "lines",
                  "description": "lines, chars, bytes (binary as base64), or items of a JSON array / NDJSON rows."},
         "path": {"type": ["string", "null"], "default": None,
-                 "description": "With unit=items: JMESPath of the array to page (default: the main array)."},
+                 "description": "With unit=items: JMESPath of the array to page (default: the main array). "
+                                "With chars or bytes: only as a cut's next gives it (the rest of a cut line or item)."},
     },
     "required": ["artifact_id"],
     "additionalProperties": False,
@@ -141,13 +145,24 @@ def render_slice(page: dict[str, Any]) -> str:
     span = (f"{unit} {page['offset']:,}–{end:,} of {page['total']:,}" if page["returned"]
             else f"no whole {unit} (offset {page['offset']:,} of {page['total']:,})")
     footer = [f"[{page['artifact_id']}: {span}"]
+    if page.get("note"):  # a moved start, or bytes that are not UTF-8 and come back base64
+        footer.append(page["note"])
+    elif page.get("encoding") == "base64":
+        footer.append("the content is base64")
     if page.get("cut"):
         footer.append(page["cut"])
     footer.append("next: " + _call("fetch_slice", page["next"]) if page["next"] else "end reached")
     return f"{page['content']}\n" + "; ".join(footer) + "]"
 
 
-encode_item = json.JSONEncoder(ensure_ascii=False, default=str).encode  # one element of a result, as text
+_encode = json.JSONEncoder(ensure_ascii=False, default=str).encode
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def encode_item(value: Any) -> str:
+    """One element of a result as JSON text. A lone surrogate (a JavaScript string cut inside an emoji)
+    is written as its escape, as JSON allows: text holding it raw cannot be sent as UTF-8."""
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", _encode(value))
 
 
 def render_query(result: dict[str, Any], pieces: list[str] | None = None) -> str:

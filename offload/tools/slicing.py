@@ -12,6 +12,8 @@ from __future__ import annotations
 import base64
 import bisect
 import hashlib
+import json
+import re
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
@@ -22,10 +24,11 @@ from ..errors import InvalidArgument, StoreError
 from ..jsontext import dumps
 from ..store import Store
 from ..store.chunking import ITEMS_PER_BLOCK
+from ..tokens import MAX_BYTES_PER_TOKEN
+from .schemas import render_slice
 
 UNITS = ("lines", "chars", "bytes", "items")
 DEFAULT_LIMITS = {"lines": 200, "chars": 20000, "bytes": 8192, "items": 50}
-ITEM_ENDS = b",]\n"  # the byte right after an indexed item's range: a comma, the closing bracket, a newline
 
 
 @dataclass
@@ -49,6 +52,51 @@ def validate(unit: str, offset: Any, limit: Any) -> None:
                               "e.g. offset=-40 for the last 40 lines.")
     if limit == 0:  # a page of nothing would name itself as the next call: a client following next would loop
         raise InvalidArgument("limit must be at least 1; omit it (null) for a page that fits the budget.")
+
+
+_RESUME = re.compile(r"rest of (line|item) (\d+), then \1s(?: limit=(\d+))?(?: path=(.*))?", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The rest of a cut line (read in chars) or item (in bytes), then back to lines or items.
+
+    A cut writes it as the `path` of the `next` it emits ("rest of line 12, then lines limit=3"), so only
+    a call a cut produced returns to lines or items, with the caller's own limit and path; a chars or
+    bytes page that merely ends where a line or item ends stays in its unit (it cannot tell the two apart
+    from where it ends)."""
+
+    unit: str  # lines | items: where paging returns
+    index: int  # the cut line or item
+    limit: int | None  # the limit and path of the call that was cut, for the call after the rest
+    path: str | None
+
+    @classmethod
+    def of(cls, req: SliceRequest) -> Resume:
+        """The rest a chars or bytes call's `path` names; an error for any path a cut did not write."""
+        found = _RESUME.fullmatch(req.path or "")
+        if found is None or found.group(1) != {"chars": "line", "bytes": "item"}[req.unit]:
+            raise InvalidArgument(
+                f"path {req.path!r} does not go with unit=\"{req.unit}\": path is the JMESPath of the array to page "
+                "with unit=\"items\", and with chars or bytes only continues a cut line or item exactly as a cut's "
+                f"next wrote it (e.g. \"rest of line 12, then lines\"). Omit path to read plain {req.unit}.")
+        limit, path = found.group(3), found.group(4)
+        return cls(found.group(1) + "s", int(found.group(2)), None if limit is None else int(limit), path)
+
+    @property
+    def marker(self) -> str:
+        return (f"rest of {self.unit[:-1]} {self.index}, then {self.unit}"
+                + (f" limit={self.limit}" if self.limit is not None else "")
+                + (f" path={self.path}" if self.path is not None else ""))
+
+    def back(self, resp: dict, total: int) -> None:
+        """Point the page's `next` at the unit after the cut one, with the cut call's limit and path."""
+        following = self.index + 1
+        resp["next_offset"] = following if following < total else None
+        resp["next"] = None if following >= total else {
+            key: value for key, value in (("artifact_id", resp["artifact_id"]), ("unit", self.unit),
+                                          ("offset", following), ("limit", self.limit), ("path", self.path))
+            if value is not None}
 
 
 class Page:
@@ -127,24 +175,73 @@ class Slicer:
         self.items_of = items_of  # (artifact row, path) -> the parsed array, when no stored index fits
 
     def slice(self, row: dict, req: SliceRequest) -> dict[str, Any]:
+        """The page as the model reads it within the budget: built for what the budget leaves its content,
+        then measured whole (the rendered text every adapter sends, and the JSON form) and built again
+        smaller by what it is over. Content is counted as the JSON form carries it (escaped) and the
+        envelope is reserved, so the first build nearly always fits."""
         validate(req.unit, req.offset, req.limit)
         info = self.store.content(row["sha256"])
+        resume = self._resume(row, info, req)
+        budget = self.budget - self._envelope(row, req)
+        for _attempt in range(6):
+            page = self._page(row, info, req, resume, budget)
+            over = self._overrun(page)
+            if over <= 0:
+                break
+            budget -= over
+        return page
+
+    def _resume(self, row: dict, info, req: SliceRequest) -> Resume | None:
+        if req.unit == "items" or req.path is None:
+            return None
+        if req.unit == "lines":
+            raise InvalidArgument('path applies to unit="items" (a JMESPath to the array to page), or continues a '
+                                  "cut line or item as a cut's next names it; not to lines.")
+        resume = Resume.of(req)
+        if resume.unit == "items" and info.items is None:
+            raise InvalidArgument(f"path {req.path!r} continues an item, but {row['id']} has no stored items; "
+                                  'omit path to read plain bytes.')
+        return resume
+
+    def _envelope(self, row: dict, req: SliceRequest) -> int:
+        """Tokens a page takes besides its content (fields, footer, the next call), numbers as long as any."""
+        big = 10**12
+        nxt = {"artifact_id": row["id"], "unit": req.unit, "offset": big, "limit": req.limit, "path": req.path}
+        page = {"artifact_id": row["id"], "unit": req.unit, "offset": big, "limit": req.limit, "returned": big,
+                "total": big, "next_offset": big, "next": nxt, "content": "", "encoding": "base64"}
+        return max(self.count(render_slice(page)), self.count(json.dumps(page, ensure_ascii=False)))
+
+    def _overrun(self, page: dict[str, Any]) -> int:
+        """Tokens the page is over its budget, taking the larger of its two forms."""
+        worst = max(self.count(render_slice(page)), self.count(json.dumps(page, ensure_ascii=False)))
+        return worst - self.budget
+
+    def cost(self, text: str) -> int:
+        """Tokens of `text` as the JSON form carries it (escaped: ESC is the six characters \\u001b, a quote
+        two), which is what bounds a page: the rendered text carries the same text unescaped."""
+        return self.count(json.dumps(text, ensure_ascii=False)[1:-1])
+
+    @staticmethod
+    def _most(budget: int) -> int:
+        """Bytes (or characters, each at least a byte) a page of `budget` tokens can hold at most: so a
+        huge limit reads what a page can show, not the artifact."""
+        return MAX_BYTES_PER_TOKEN * max(budget, 1)
+
+    def _page(self, row: dict, info, req: SliceRequest, resume: Resume | None, budget: int) -> dict[str, Any]:
         if req.unit == "items":
-            return self._items(row, info, req)
+            return self._items(row, info, req, budget)
         if req.unit != "bytes" and row["kind"] == "binary":
             raise InvalidArgument(f"{row['id']} is binary data ({row['content_type']}); use unit=\"bytes\".")
-        if req.path is not None:
-            raise InvalidArgument('path applies to unit="items" only (a JMESPath to the array to page).')
         total = {"lines": info.lines, "chars": info.chars, "bytes": info.bytes}[req.unit]
         start = _absolute(req.offset, total)
         limit = req.limit if req.limit is not None else DEFAULT_LIMITS[req.unit]
         if req.unit == "lines":
-            return self._lines(row, info, req, start, limit, total)
+            return self._lines(row, info, req, start, limit, total, budget)
         if req.unit == "chars":
-            return self._chars(row, info, req, start, limit, total)
+            return self._chars(row, info, req, start, limit, total, resume, budget)
         if row["kind"] == "binary":
-            return self._binary_bytes(row, req, start, limit, total)
-        return self._text_bytes(row, info, req, start, limit, total)
+            return self._binary_bytes(row, req, start, limit, total, budget)
+        return self._text_bytes(row, info, req, start, limit, total, resume, budget)
 
     # -- lines ------------------------------------------------------------------------------
 
@@ -182,8 +279,9 @@ class Slicer:
             yield meta["char_start"] + len(head), data[pos:].decode("utf-8", errors="replace")
             pos = 0
 
-    def _lines(self, row: dict, info, req: SliceRequest, start: int, limit: int, total: int) -> dict[str, Any]:
-        page = Page(self.budget, limit, self.count)
+    def _lines(self, row: dict, info, req: SliceRequest, start: int, limit: int, total: int,
+               budget: int) -> dict[str, Any]:
+        page = Page(budget, limit, self.cost)
         if start >= total:
             return self._response(row, req, start, limit, [], total, None)
         seq, pos = self._line_start(row["sha256"], start)
@@ -202,7 +300,7 @@ class Slicer:
                 carry_char += len(line) + 1
             if page.full:
                 break
-            if carry and self.count(carry) > self.budget - page.used:
+            if carry and self.count(carry) > budget - page.used:
                 # a line longer than what is left of the budget: stop reading its further chunks
                 return self._cut_or_stop(row, info, req, start, limit, page, total, carry, carry_char, whole=False)
         else:
@@ -226,11 +324,12 @@ class Slicer:
             return (f"line {start:,} has {length:,} characters, more than a page's budget; characters "
                     f"0–{keep - 1:,} of it are shown, and next reads the rest in chars, then returns to lines")
 
-        keep = fit_chars(line, self.budget - self.count(says(length)), self.count)
+        room = page.budget - self.cost(says(length))
+        keep = fit_chars(line[: self._most(room)], room, self.cost)
         resp = self._response(row, req, start, limit, [], total, line_char + keep)
         resp["content"], resp["cut"] = line[:keep], says(keep)
         resp["next"] = {"artifact_id": row["id"], "unit": "chars", "offset": line_char + keep,
-                        "limit": length - keep}
+                        "limit": length - keep, "path": Resume("lines", start, req.limit, None).marker}
         return resp
 
     # -- chars ------------------------------------------------------------------------------
@@ -250,28 +349,44 @@ class Slicer:
                 break
         return "".join(pieces), line
 
-    def _chars(self, row: dict, info, req: SliceRequest, start: int, limit: int, total: int) -> dict[str, Any]:
-        want = min(limit, total - start) if start < total else 0
+    def _chars(self, row: dict, info, req: SliceRequest, start: int, limit: int, total: int,
+               resume: Resume | None, budget: int) -> dict[str, Any]:
+        want = min(limit, total - start, self._most(budget)) if start < total else 0
         text, line = self._read_chars(row["sha256"], start, want + 1) if want else ("", 0)
         text, after = text[:want], text[want:]
-        # the rest of a line (what a cut line's `next` asks for): once it is read, paging returns to lines
-        rest_of_line = after == "\n" and "\n" not in text
-        keep = len(text) if self.count(text) <= self.budget else fit_chars(text, self.budget, self.count)
+        line_end = None
+        if resume is not None and want:
+            line_end = self._rest_of_line(row, info, resume, start, line, text, after)
+            text = text[: line_end - start]
+        keep = len(text) if self.cost(text) <= budget else fit_chars(text, budget, self.cost)
         end = start + keep
         resp = self._response(row, req, start, limit, [], total, end if end < total else None)
         resp["content"], resp["returned"] = text[:keep], keep
-        if rest_of_line and keep < want:
-            resp["next"]["limit"] = want - keep
-        elif rest_of_line:
-            self._continue_in(resp, row, "lines", line + 1 if line + 1 < info.lines else None)
+        if line_end is not None and end < line_end:
+            resp["next"]["limit"] = line_end - end  # still the exact rest of the line
+        elif line_end is not None:  # the newline after the rest is the one that ends the line
+            resume.back(resp, info.lines)
         return resp
+
+    def _rest_of_line(self, row: dict, info, resume: Resume, start: int, line: int, text: str, after: str) -> int:
+        """Char offset where the cut line being continued ends; `text` was read from `start`."""
+        if line != resume.index:
+            raise InvalidArgument(f"path {resume.marker!r} continues line {resume.index:,}, but char {start:,} is in "
+                                  f"line {line:,}; follow next as given, or omit path to read plain chars.")
+        newline = text.find("\n")
+        if newline >= 0:
+            return start + newline
+        if after in ("", "\n"):
+            return start + len(text)
+        return self._line_end_char(row["sha256"], line, info.chars)
 
     # -- bytes ------------------------------------------------------------------------------
 
-    def _binary_bytes(self, row: dict, req: SliceRequest, start: int, limit: int, total: int) -> dict[str, Any]:
-        end = min(start + limit, total)
+    def _binary_bytes(self, row: dict, req: SliceRequest, start: int, limit: int, total: int,
+                      budget: int) -> dict[str, Any]:
+        end = min(start + limit, start + self._most(budget), total)
         data = self.store.read_range(row["sha256"], start, end) if end > start else b""
-        keep = self._fit_base64(data, self.budget)
+        keep = self._fit_base64(data, budget)
         stop = start + keep
         resp = self._response(row, req, start, limit, [], total, stop if stop < total else None)
         resp["content"], resp["returned"], resp["encoding"] = _base64(data[:keep]), keep, "base64"
@@ -284,8 +399,8 @@ class Slicer:
             keep = max(keep * budget // max(self.count(_base64(data[:keep])), 1) - 1, 1)
         return keep
 
-    def _text_bytes(self, row: dict, info, req: SliceRequest, start: int, limit: int, total: int
-                    ) -> dict[str, Any]:
+    def _text_bytes(self, row: dict, info, req: SliceRequest, start: int, limit: int, total: int,
+                    resume: Resume | None, budget: int) -> dict[str, Any]:
         """Bytes of text, as text: the page starts and ends between characters (never less than one).
 
         An offset inside a character starts the page at that character's first byte (the response's
@@ -294,10 +409,14 @@ class Slicer:
             resp = self._response(row, req, start, limit, [], total, None)
             resp["encoding"] = "utf-8"
             return resp
+        span = min(limit, self._most(budget))
         lo = max(start - 3, 0)  # 3 bytes either side: enough to see the characters around both ends
-        window = self.store.read_range(row["sha256"], lo, min(start + limit + 4, total))
+        window = self.store.read_range(row["sha256"], lo, min(start + span + 4, total))
         first = lo + _char_start(window, start - lo)
-        wanted_end = min(first + limit, total)
+        wanted_end = min(first + span, total)
+        item_end = self._rest_of_item(row, info, resume, first) if resume is not None else None
+        if item_end is not None:
+            wanted_end = min(wanted_end, item_end)
         stop = lo + _char_start(window, wanted_end - lo)
         if stop <= first:  # the limit is smaller than the character there: a page holds at least one
             stop = first + _char_at(window, first - lo)
@@ -312,7 +431,7 @@ class Slicer:
                 notes.append(f"bytes {first:,}–{stop - 1:,} are not valid UTF-8, so they come back base64")
             return "; ".join(notes) or None
 
-        room = self.budget - self.count(says(wanted_end) or "")  # the note travels with the page
+        room = budget - self.cost(says(wanted_end) or "")  # the note travels with the page
         if bad:
             keep = self._fit_base64(page[:bad], room)
             content, encoding = _base64(page[:keep]), "base64"
@@ -321,8 +440,8 @@ class Slicer:
                 text = page.decode("utf-8")
             except UnicodeDecodeError as exc:  # text up to the first byte that is no valid UTF-8
                 text = page[: exc.start].decode("utf-8")
-            if self.count(text) > room:
-                text = text[: fit_chars(text, room, self.count)]
+            if self.cost(text) > room:
+                text = text[: fit_chars(text, room, self.cost)]
             content, encoding = text, "utf-8"
             keep = len(text.encode("utf-8"))
         stop = first + keep
@@ -330,21 +449,19 @@ class Slicer:
         resp["content"], resp["returned"], resp["encoding"] = content, keep, encoding
         if says(stop):
             resp["note"] = says(stop)
-        self._item_rest(resp, row, info, first, stop, wanted_end, window[wanted_end - lo : wanted_end - lo + 1])
+        if item_end is not None and stop < item_end:
+            resp["next"]["limit"] = item_end - stop  # still the exact rest of the item
+        elif item_end is not None:
+            resume.back(resp, info.items)
         return resp
 
-    def _item_rest(self, resp: dict, row: dict, info, first: int, stop: int, wanted_end: int, after: bytes) -> None:
-        """A byte page asked for the rest of one indexed item (what a cut item's `next` asks for):
-        keep reading up to the item's end, then return to items."""
-        if info.items is None or (after and after not in ITEM_ENDS) or row["kind"] not in ("json", "ndjson"):
-            return
+    def _rest_of_item(self, row: dict, info, resume: Resume, first: int) -> int:
+        """Byte offset where the cut item being continued ends (its stored range's end)."""
         found = self._item_containing(row["sha256"], info.items, first)
-        if found is None or found[2] != wanted_end:
-            return
-        if stop < wanted_end:
-            resp["next"]["limit"] = wanted_end - stop
-        else:
-            self._continue_in(resp, row, "items", found[0] + 1 if found[0] + 1 < info.items else None)
+        if found is None or found[0] != resume.index:
+            raise InvalidArgument(f"path {resume.marker!r} continues item {resume.index:,}, but byte {first:,} is not "
+                                  "inside it; follow next as given, or omit path to read plain bytes.")
+        return found[2]
 
     def _item_containing(self, sha: str, items: int, byte: int) -> tuple[int, int, int] | None:
         """(item, start, end) of the indexed item whose byte range holds `byte`: a search over the index
@@ -365,7 +482,7 @@ class Slicer:
 
     # -- items ------------------------------------------------------------------------------
 
-    def _items(self, row: dict, info, req: SliceRequest) -> dict[str, Any]:
+    def _items(self, row: dict, info, req: SliceRequest, budget: int) -> dict[str, Any]:
         indexed = info.items is not None and (req.path in (None, info.items_path) or
                                              (req.path in ("", "@") and info.items_path == ""))
         if indexed:
@@ -382,14 +499,14 @@ class Slicer:
             fetch = lambda a, b: [(dumps(x).decode(), None) for x in array[a:b]]  # noqa: E731
         start = _absolute(req.offset, total)
         limit = req.limit if req.limit is not None else DEFAULT_LIMITS["items"]
-        page = Page(self.budget, limit, self.count)
+        page = Page(budget, limit, self.cost)
         pos = start
         batch = 64
         while pos < total and not page.full:
             for text, span in fetch(pos, min(pos + batch, total, start + limit)):
                 if not page.add(text):
                     if not page.parts:
-                        return self._big_item(row, req, start, limit, total, text, span)
+                        return self._big_item(row, req, start, limit, total, text, span, budget)
                     return self._response(row, req, start, limit, page.parts, total, pos, items=True)
                 pos += 1
         nxt = pos if pos < total else None
@@ -413,7 +530,8 @@ class Slicer:
             items.append((raw.strip().decode("utf-8", errors="replace"), (s + lead, e)))
         return items
 
-    def _big_item(self, row, req, start, limit, total, text: str, span: tuple[int, int] | None) -> dict[str, Any]:
+    def _big_item(self, row, req, start, limit, total, text: str, span: tuple[int, int] | None,
+                  budget: int) -> dict[str, Any]:
         """The head of an item larger than a page. A stored item's rest is read by `next` in bytes (its
         exact range), then paging returns to items; an item of an array found by a JMESPath `path` has no
         stored range, so the cut says how to query into it and `next` goes on with the following item."""
@@ -428,14 +546,16 @@ class Slicer:
                 return (f"item {start:,} is {size:,} bytes of JSON (bytes {span[0]:,}–{span[0] + size - 1:,} of the "
                         f"artifact), more than a page's budget; its first {len(text[:keep].encode()):,} bytes are "
                         "shown, and next reads the rest in bytes, then returns to items")
-        keep = fit_chars(text, self.budget - self.count(says(len(text))), self.count)
+        room = budget - self.cost(says(len(text)))
+        keep = fit_chars(text[: self._most(room)], room, self.cost)
         resp = self._response(row, req, start, limit, [], total, start + 1 if start + 1 < total else None,
                               items=True)
         resp["content"], resp["cut"] = text[:keep], says(keep)
         if span is not None:
             rest = span[0] + len(text[:keep].encode("utf-8"))
             resp["next_offset"] = rest
-            resp["next"] = {"artifact_id": row["id"], "unit": "bytes", "offset": rest, "limit": span[1] - rest}
+            resp["next"] = {"artifact_id": row["id"], "unit": "bytes", "offset": rest, "limit": span[1] - rest,
+                            "path": Resume("items", start, req.limit, req.path).marker}
         return resp
 
     # -- the response -----------------------------------------------------------------------
@@ -452,12 +572,6 @@ class Slicer:
         return {"artifact_id": row["id"], "unit": req.unit, "offset": start, "limit": req.limit,
                 "returned": len(parts), "total": total, "next_offset": next_offset, "next": nxt,
                 "content": content}
-
-    @staticmethod
-    def _continue_in(resp: dict, row: dict, unit: str, offset: int | None) -> None:
-        """Point `next` at `offset` in another unit (back to lines or items after a cut one), or end."""
-        resp["next_offset"] = offset
-        resp["next"] = None if offset is None else {"artifact_id": row["id"], "unit": unit, "offset": offset}
 
 
 def content_digest(page: dict[str, Any]) -> tuple[str, int]:

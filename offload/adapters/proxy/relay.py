@@ -394,7 +394,11 @@ def _id_of(key: Any) -> Any:
 
 
 class StdoutWriter:
-    """Writes messages to the client from one thread, in order, so a slow reader never blocks the relay."""
+    """Writes messages to the client from one thread, in order, so a slow reader never blocks the relay.
+
+    Each message is written as one line: one handed on without its newline (an upstream's raw line) gets
+    one, or the next message would join it and the client would lose both.
+    """
 
     def __init__(self, out: BinaryIO):
         self.out = out
@@ -409,6 +413,8 @@ class StdoutWriter:
         while (data := self._queue.get()) is not None:
             try:
                 self.out.write(data)
+                if not data.endswith(b"\n"):  # written apart: `data + b"\n"` would copy a 100 MB line
+                    self.out.write(b"\n")
                 self.out.flush()
             except (OSError, ValueError):  # the client is gone; the reader sees EOF and stops us
                 return

@@ -21,7 +21,7 @@ from typing import Any, Awaitable, Callable
 
 log = logging.getLogger("offload")
 
-Deliver = Callable[[bytes | None, Any], Awaitable[None]]  # (raw line, or None with the parsed message)
+Deliver = Callable[[bytes | None, Any], Awaitable[None]]  # (raw line ending in \n, or None with the parsed message)
 Closed = Callable[[str], Awaitable[None]]  # a sentence saying why the upstream is gone
 
 _READ_SIZE = 1 << 20
@@ -34,12 +34,14 @@ class UpstreamGone(Exception):
 
 
 async def _read_lines(stream: asyncio.StreamReader, deliver: Deliver) -> None:
-    """Deliver each non-blank line of `stream` until EOF, whatever its length.
+    """Deliver each non-blank line of `stream` until EOF, whatever its length, with its newline.
 
     A line longer than one read grows in one bytearray and is delivered as it is (orjson parses a
     bytearray): a 50 MB line costs 50 MB plus the growth margin, where StreamReader.readline holds its
     buffer, a slice of it and the returned copy at once, and a list of pieces fragments the heap. The
     reader keeps no line after its delivery (the relay keeps one under 1 MiB while it may send it unchanged).
+    A last line without its newline gets one: the relay may write the line on as it is, and the next
+    message would join it. A CRLF ending is kept (JSON allows the CR; the MCP SDKs accept it).
     """
     pending: bytearray | None = None
     while chunk := await stream.read(_READ_SIZE):
@@ -59,6 +61,7 @@ async def _read_lines(stream: asyncio.StreamReader, deliver: Deliver) -> None:
                 pending = bytearray()
             pending += memoryview(chunk)[start:]
     if pending and not pending.isspace():  # a last message without its newline
+        pending += b"\n"  # in place: the bytearray has room, or grows without a copy of the line
         await deliver(pending, None)
 
 
@@ -127,7 +130,9 @@ class StdioUpstream:
             raise UpstreamGone("the upstream is not running")
         async with self._write_lock:  # one message at a time: a big one must not interleave with another
             try:
-                self.proc.stdin.write(data if data.endswith(b"\n") else data + b"\n")
+                self.proc.stdin.write(data)
+                if not data.endswith(b"\n"):  # written apart: `data + b"\n"` would copy a big message
+                    self.proc.stdin.write(b"\n")
                 await self.proc.stdin.drain()
             except (ConnectionError, OSError) as exc:
                 raise UpstreamGone(str(exc)) from exc
