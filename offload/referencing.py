@@ -84,7 +84,12 @@ class ReferenceBuilder:
         ref.preview, ref.omitted, ref.shape_text, ref.hints = "", "", "", []
         # The header alone is sized by the counter, not the real tokenizers (two encodes, ~0.5 ms): it is
         # prose, numbers and one id, which the estimate prices at or above both; the whole is checked below.
-        preview_budget = max(target - self.counter.count(ref.render()) - 30, MIN_PREVIEW)
+        # The preview's label and the sentence of what it leaves out come on top: sized here with this
+        # result's own numbers, so the first preview usually fits (a second costs a whole rebuild: ~4 ms
+        # of a 1 MB log's 14, when a fixed margin left the first 2-4 tokens over in 17 puts of 20).
+        around = self.counter.count(f"Preview — partial:\nlines 4–{ref.lines:,} ({ref.lines:,} lines, {ref.bytes:,} "
+                                    f"bytes) not shown; line {ref.lines:,}: chars 16–118 (103 chars) not shown.")
+        preview_budget = max(target - self.counter.count(ref.render()) - around - 10, MIN_PREVIEW)
         keep_shape, max_hints = True, None
         for _attempt in range(6):
             preview = build_preview(detected, data, preview_budget, self.counter.count,
@@ -97,11 +102,17 @@ class ReferenceBuilder:
             results = ref.extra.pop("hint_results", {})
             hints = preview.hints if max_hints is None else preview.hints[:max_hints]
             ref.hints = [{"jmespath": h, "result": results.get(h)} for h in hints]
-            total = measure(ref.render())
+            text = ref.render()
+            total = self.counter.count(text)
+            # `measure` is at least the counter (the counter itself when it is a real tokenizer): only
+            # when the counter says it fits can measure say otherwise
+            undercounted = total <= target and not self.counter.exact
+            if undercounted:
+                total = measure(text)
             over = total - target
             if over <= 0:
                 return
-            shown = measure(ref.preview)
+            shown = measure(ref.preview) if undercounted else self.counter.count(ref.preview)
             ratio = min(1.0, self.counter.count(ref.preview) / shown) if shown else 1.0
             wanted = int((shown - over - 20) * ratio)
             if wanted < MIN_PREVIEW and preview_budget <= MIN_PREVIEW:
