@@ -22,6 +22,12 @@ from .store.chunking import Chunk, count_lines
 from .tokens import TokenCounter, exact_tokenizer
 
 MIN_PREVIEW = 40  # tokens: below this a preview says nothing useful
+# A preview shrunk by what its first attempt was over can land well under the target: the shape and the
+# hints came on top of a first budget sized for the header alone, and each shrink keeps a margin. A
+# nested JSON document at the default 800 tokens showed no item at all that way, with 38 tokens unused.
+# Room of at least this many tokens is given back to the preview in one more attempt (kept if it fits).
+GROW_ROOM = 15
+_FITTED = ("preview", "truncated", "omitted", "shape", "extra", "shape_text", "items", "items_path", "hints")
 
 
 class ReferenceBuilder:
@@ -79,6 +85,7 @@ class ReferenceBuilder:
         also runs the real tokenizers when they are installed, since the estimate can undercount (runs
         of brackets or repeated letters). Each retry shrinks the preview by what is still over, scaled
         by how much the counter undercounted the preview; the shape, then hints, give way after that.
+        A shrunk preview that leaves room is grown into it once (see GROW_ROOM).
         """
         measure = self.measure
         ref.preview, ref.omitted, ref.shape_text, ref.hints = "", "", "", []
@@ -91,7 +98,9 @@ class ReferenceBuilder:
                                     f"bytes) not shown; line {ref.lines:,}: chars 16–118 (103 chars) not shown.")
         preview_budget = max(target - self.counter.count(ref.render()) - around - 10, MIN_PREVIEW)
         keep_shape, max_hints = True, None
-        for _attempt in range(6):
+        fitted: dict | None = None  # the attempt that fitted, while a grown preview is tried
+        richer: dict | None = None  # the attempt that fitted before hints or the shape gave way for an item
+        for attempt in range(8):
             preview = build_preview(detected, data, preview_budget, self.counter.count,
                                     max_lines=self.grep_max_lines)
             ref.preview, ref.truncated, ref.omitted = preview.text, preview.truncated, preview.omitted
@@ -110,8 +119,35 @@ class ReferenceBuilder:
             if undercounted:
                 total = measure(text)
             over = total - target
-            if over <= 0:
+            if fitted is not None:  # the grown preview: kept if it fits too, else the one before
+                if over > 0:
+                    _restore(ref, fitted)
                 return
+            if preview.entries and not preview.entries_shown and (len(ref.hints) > 2 or ref.shape_text):
+                # A JSON preview that shows none of its items says less than one would (a nested API
+                # response at the default 800 tokens showed none beside its shape and four hints): the
+                # hints past two, then the shape (it describes every item; an item shows one) make room.
+                # If that buys no item, the attempt before it stands (`richer`).
+                if over <= 0 and richer is None:
+                    richer = _snapshot(ref)
+                if len(ref.hints) > 2:
+                    freed = self.counter.count("\n".join(f"  {hint['jmespath']}  → {hint.get('result')}"
+                                                         for hint in ref.hints[2:]))
+                    max_hints = 2
+                else:
+                    freed = self.counter.count("Shape:\n" + ref.shape_text)
+                    keep_shape = False
+                preview_budget = max(preview_budget + freed - over - 5, MIN_PREVIEW)
+                continue
+            if over <= 0:
+                if richer is not None and not preview.entries_shown:
+                    _restore(ref, richer)
+                    return
+                if attempt == 0 or not ref.truncated or -over < GROW_ROOM:
+                    return
+                fitted = _snapshot(ref)
+                preview_budget += -over - 5
+                continue
             shown = measure(ref.preview) if undercounted else self.counter.count(ref.preview)
             ratio = min(1.0, self.counter.count(ref.preview) / shown) if shown else 1.0
             wanted = int((shown - over - 20) * ratio)
@@ -125,6 +161,9 @@ class ReferenceBuilder:
                     max_hints = len(ref.hints) - 1
                     wanted += self.counter.count(f"  {ref.hints[-1]['jmespath']}  → {ref.hints[-1].get('result')}")
             preview_budget = max(wanted, MIN_PREVIEW)
+        if richer is not None:
+            _restore(ref, richer)
+            return
         self.clip(ref, target)
 
     def clip(self, ref: Reference, target: int) -> None:
@@ -251,3 +290,13 @@ def reference_counter(counter: TokenCounter) -> Callable[[str], int]:
             return estimate
 
     return count
+
+
+def _snapshot(ref: Reference) -> dict[str, Any]:
+    """What `fit` sets on a reference, to go back to an attempt that fitted."""
+    return {name: getattr(ref, name) for name in _FITTED}
+
+
+def _restore(ref: Reference, snapshot: dict[str, Any]) -> None:
+    for name, value in snapshot.items():
+        setattr(ref, name, value)

@@ -461,6 +461,24 @@ def test_reference_fits_its_budget_for_every_kind(sqlite_url, real_count, name):
         assert "\ufffd" not in text and "IHDR" not in text  # no bytes shown, not even mangled
 
 
+@pytest.mark.parametrize("budget", [600, 700, 800, 1000])
+@pytest.mark.parametrize("layout", ["top-level", "nested"])
+def test_a_json_reference_shows_its_first_items_beside_the_shape_and_hints(tmp_path, real_count, layout, budget):
+    """The shape and four hints took the room of every item: a nested API response at the default
+    800 tokens showed none, with room left over. Hints past two, then the shape, make room for one."""
+    rows = _table_rows()
+    doc = rows if layout == "top-level" else {"meta": {"page": 1, "total": len(rows)}, "data": {"files": rows}}
+    data = json.dumps(doc).encode()
+    off = Offloader(f"sqlite:///{tmp_path / 's.db'}", reference_tokens=budget)
+    ref = off.process("http_get", data)
+    assert_reference(ref, data, real_count, budget)
+    first = json.dumps(rows[0]["path"])
+    assert f'"path": {first}' in ref.preview, f"no item shown at {budget} tokens:\n{ref.render()}"
+    assert len(ref.hints) >= 2
+    if budget >= 800:  # with room for both, neither gives way
+        assert ref.shape_text and len(ref.hints) >= 3
+
+
 def test_shell_huge_stdout_keeps_a_short_stderr_error_and_the_exit_code(sqlite_url, real_count):
     off = Offloader(sqlite_url)
     done = subprocess.run(f"cat {STDLIB}/*.py; echo 'fatal: unable to read config: Permission denied' >&2; exit 3",

@@ -33,6 +33,9 @@ class Preview:
     # kind-specific facts: grep counts per file, CSV columns, JSON items and "hint_results" (an exact
     # summary per hint, such as "12,258 items", when one is known)
     extra: dict = field(default_factory=dict)
+    # JSON and NDJSON: entries (items, keys, rows) of the main collection shown, and how many it has
+    entries_shown: int | None = None
+    entries: int | None = None
 
 
 def build_preview(detected: Detected, data: bytes, budget: int, count: Callable[[str], int], *,
@@ -131,7 +134,8 @@ def _json(detected: Detected, data: bytes, budget: int, count: Callable[[str], i
                      f" {unit}) not shown")
     parts += view.cuts.describe()
     omitted = "; ".join(parts)
-    return Preview(view.text, bool(omitted), omitted, shape, hints, extra)
+    return Preview(view.text, bool(omitted), omitted, shape, hints, extra,
+                   view.total - view.omitted_entries, view.total)
 
 
 def _ndjson(detected: Detected, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
@@ -156,7 +160,8 @@ def _ndjson(detected: Detected, data: bytes, budget: int, count: Callable[[str],
                      f"{'; the same line numbers' if unit == 'lines' else ''}) not shown")
     parts += view.cuts.describe()
     omitted = "; ".join(parts)
-    return Preview(view.text, bool(omitted), omitted, shape, hints, extra)
+    return Preview(view.text, bool(omitted), omitted, shape, hints, extra,
+                   view.total - view.omitted_entries, view.total)
 
 
 def _csv(detected: Detected, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
