@@ -36,7 +36,6 @@ from .writes import HASH_ASIDE, PendingWrite, sha256_hex
 
 log = logging.getLogger("offload")
 
-_QUOTA_TRIES = 3  # a write over quota: tried, then twice more after a gc made room for it
 
 
 class Offloader:
@@ -186,8 +185,8 @@ class Offloader:
                 # stored first and whole, so that the reference can name it
                 stderr_ref.artifact_id = new_id("art_")
                 try:
-                    self._quota_retried(self.store.put, self._row(stderr_ref, tool + ":stderr", args, session, None),
-                                        payload.stderr, stderr_ref.sha256)
+                    self.store.put(self._row(stderr_ref, tool + ":stderr", args, session, None),
+                                   payload.stderr, stderr_ref.sha256, make_room=())
                     stored_stderr = stderr_ref.artifact_id
                 except Exception as exc:  # noqa: BLE001 - any store failure fails open
                     failure = exc
@@ -287,19 +286,6 @@ class Offloader:
             "meta": dumps(meta).decode(),
             "expires_at": utcnow() + dt.timedelta(days=ttl) if ttl else None,
         }
-
-    def _quota_retried(self, write: Callable[..., Any], *args: Any, protect: Iterable[str] = (), **kwargs: Any) -> None:
-        """A store write, and again after a gc that makes room for it (expired, then least recently used
-        first, never the `protect`ed artifacts: the call's own) when it was over quota. A few times: near
-        the quota, other writers may take the room between the gc and the retry."""
-        for attempt in range(_QUOTA_TRIES):
-            try:
-                write(*args, **kwargs)
-                return
-            except QuotaExceeded as exc:
-                if attempt == _QUOTA_TRIES - 1:
-                    raise
-                self.store.gc(room=exc.size, protect=protect)
 
     # -- decorator --------------------------------------------------------------------------
 

@@ -48,7 +48,7 @@ class PendingWrite:
 
     def __init__(self, offloader: Offloader, data: bytes, *, protect: list[str] = ()):
         self.offloader, self.data = offloader, data
-        self.protect = list(protect)  # the call's artifacts already stored (its stderr): a gc keeps them
+        self.protect = list(protect)  # the call's artifacts already stored (its stderr): making room keeps them
         self.chunks: Future = Future()  # the caller's `chunk_bytes(data)`
         self.detected: Future = Future()
         self._sha256: Future = Future()
@@ -67,8 +67,8 @@ class PendingWrite:
             self._sha256.set_exception(exc)
             raise
         self._sha256.set_result(sha256)
-        self.offloader._quota_retried(self.offloader.store.put_content, self.data, sha256, protect=self.protect,
-                                      item_index=self.index, chunks=self.chunks.result())
+        self.offloader.store.put_content(self.data, sha256, make_room=self.protect, item_index=self.index,
+                                         chunks=self.chunks.result())
 
     def sha256(self) -> str:
         return self._sha256.result()
@@ -82,8 +82,8 @@ class PendingWrite:
         if self.done is not None:
             self.done.result()
         try:
-            self.offloader._quota_retried(self.offloader.store.put, row, self.data, self.sha256(),
-                                          protect=self.protect, item_index=self.index, chunks=self.chunks.result())
+            self.offloader.store.put(row, self.data, self.sha256(), make_room=self.protect, item_index=self.index,
+                                     chunks=self.chunks.result())
         except BaseException:
             if self.done is not None:
                 self._discard()  # the content written ahead would belong to no artifact

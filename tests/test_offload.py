@@ -19,6 +19,7 @@ import sqlite3
 import subprocess
 import sys
 import sysconfig
+import threading
 import time
 from pathlib import Path
 
@@ -694,6 +695,41 @@ def test_a_result_that_does_not_fit_the_quota_evicts_the_least_recently_used_to_
     assert not too_big.stored and "whole quota" in too_big.error
     assert off.get(second.artifact_id)["bytes"] == second.bytes
     off.close()
+
+
+@pytest.mark.parametrize("backend", ["sqlite", "postgresql"])
+def test_writers_near_the_quota_all_store_their_results(tmp_path, request, backend):
+    """Twelve writers (four Offloaders, as four processes would be, three threads each) filling a store
+    whose quota holds about sixteen results: each result is stored, the oldest evicted. A writer that
+    made room with a gc of its own and then retried lost the room to the others in between (PostgreSQL:
+    11 of 72 failed open); now the write makes room in its own transaction, writers near the quota
+    taking turns."""
+    from conftest import pg_schema_url
+
+    url = (f"sqlite:///{tmp_path / 'near.db'}" if backend == "sqlite"
+           else pg_schema_url(request.getfixturevalue("pg_database")))
+    size = 120_000
+    offloaders = [Offloader(url, quota_bytes=16 * size + size // 2) for _ in range(4)]
+    offloaders[0].store  # migrated once, before the writers start
+    not_stored: list[str] = []
+
+    def write(off: Offloader, name: str) -> None:
+        for i in range(6):
+            ref = off.process("bash", f"{name} result {i}: ".encode().ljust(size, b"."))
+            if not ref.stored:
+                not_stored.append(ref.error)
+
+    threads = [threading.Thread(target=write, args=(off, f"w{n}t{t}")) for n, off in enumerate(offloaders)
+               for t in range(3)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not_stored == []
+    rows, _ = offloaders[0].list(limit=100)
+    assert 0 < len(rows) <= 16 and offloaders[0].store.total_bytes() <= 16 * size + size // 2
+    for off in offloaders:
+        off.close()
 
 
 def test_the_gc_for_a_shell_results_stdout_keeps_its_own_stderr(sqlite_url):

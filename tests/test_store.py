@@ -21,7 +21,7 @@ from offload.store import Store, new_id, open_engine, utcnow
 from offload.content.shape import find_main
 from offload.store.chunking import CHUNK_SIZE, json_item_index, ndjson_item_index
 from offload.store.engines import current_revision, head_revision, init_project, resolve_url
-from offload.store.store import ORPHAN_GRACE
+from offload.store.retention import ORPHAN_GRACE, drop_orphans, end_artifacts
 
 
 def _store(url: str, **kw) -> Store:
@@ -259,14 +259,14 @@ def test_a_delete_waits_for_a_running_gc_on_postgresql(pg_database):
 
     from conftest import pg_schema_url
 
-    from offload.store.store import _GC_LOCK
+    from offload.store.retention import GC_LOCK
 
     store = _store(pg_schema_url(pg_database))
     doomed = _put(store, b"deleted while a gc runs\n" * 1000)
     holder = sa.create_engine(pg_database)
     done = threading.Event()
     with holder.connect() as conn, conn.begin():
-        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(_GC_LOCK)))  # what a running gc holds
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(GC_LOCK)))  # what a running gc holds
         thread = threading.Thread(target=lambda: (store.delete(doomed, ""), done.set()))
         thread.start()
         deadline = time.monotonic() + 30
@@ -274,7 +274,7 @@ def test_a_delete_waits_for_a_running_gc_on_postgresql(pg_database):
                 "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND NOT granted AND classid = 0"
                 " AND objid = :key AND objsubid = 1"
                 " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"),
-                {"key": _GC_LOCK}).scalar():
+                {"key": GC_LOCK}).scalar():
             assert time.monotonic() < deadline, "the delete never asked for the gc lock"
             time.sleep(0.01)
         assert not done.is_set()
@@ -312,6 +312,29 @@ def test_quota_refuses_a_put_that_does_not_fit(store_url):
     with pytest.raises(QuotaExceeded):
         _put(store, b"x" * 5000)
     assert store.total_bytes() == 0  # nothing half-stored
+    store.engine.dispose()
+
+
+def test_a_put_that_may_make_room_evicts_in_its_own_transaction(store_url):
+    """`make_room`: over the quota, the put collects what gc(room=) would, least recently used first,
+    keeping pinned artifacts and those it names; when they leave no room it fails as before, and
+    nothing is evicted or stored."""
+    from offload.errors import QuotaExceeded
+
+    store = _store(store_url, quota_bytes=100_000)
+    pinned = _put(store, b"p" * 30_000, pinned=True)
+    named = _put(store, b"n" * 30_000)
+    oldest = _put(store, b"o" * 30_000)
+    row = _row()
+    store.put(row, b"x" * 30_000, hashlib.sha256(b"x" * 30_000).hexdigest(), make_room=[named])
+    live = {r["id"] for r in store.list("")[0]}
+    assert live == {pinned, named, row["id"]} and store.total_bytes() == 90_000
+    with pytest.raises(ArtifactExpired, match="evicted"):
+        store.get(oldest, "")
+    too_big = b"y" * 50_000  # only the pinned and the named could go
+    with pytest.raises(QuotaExceeded):
+        store.put(_row(), too_big, hashlib.sha256(too_big).hexdigest(), make_room=[named, row["id"]])
+    assert {r["id"] for r in store.list("")[0]} == live and store.total_bytes() == 90_000
     store.engine.dispose()
 
 
@@ -665,8 +688,8 @@ def test_postgresql_gc_dropping_content_and_a_put_reusing_it_never_leave_an_arti
     first = _put(dropping, data)
     result: dict = {}
     with dropping._write() as conn:  # a gc's transaction, held open mid-way
-        dropping._end(conn, [first], "expired")
-        assert dropping._drop_orphans(conn, [sha])[0] == 1
+        end_artifacts(conn, [first], "expired")
+        assert drop_orphans(conn, [sha])[0] == 1
 
         def put_same_bytes():
             result["id"] = _put(reusing, data)

@@ -1,0 +1,122 @@
+"""Retention inside a write transaction: ending artifacts, dropping content nothing uses, and the
+collection `Store.gc` runs (expired, then orphaned, then least recently used down to a quota), which a
+put over the quota also runs in its own transaction to make room for itself.
+
+On PostgreSQL writers run side by side, so a collection takes gc's advisory lock (`gc_lock`) and a
+removal waits for a running one (`not_beside_gc`); SQLite and DuckDB admit one writer at a time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import zlib
+from typing import Iterable
+
+import sqlalchemy as sa
+from sqlalchemy.engine import Connection
+
+from .models import artifacts, chunks, contents, item_blocks
+from .records import GcReport, utcnow
+
+ACTIVE = "active"
+GC_LOCK = zlib.crc32(b"offload-gc")  # PostgreSQL advisory lock key of gc
+
+# Content stored ahead of its artifact row (`put_content`) belongs to no artifact until the row comes,
+# a few seconds later at most; gc leaves such content alone this long, so that another process's gc
+# cannot take it in between (SQLite serialises writers; PostgreSQL does not).
+ORPHAN_GRACE = dt.timedelta(minutes=10)
+
+
+def total_bytes(conn: Connection) -> int:
+    """The store's size: every content once, whoever uses it."""
+    return int(conn.execute(sa.select(sa.func.coalesce(sa.func.sum(contents.c.bytes), 0))).scalar_one())
+
+
+def not_beside_gc(conn: Connection) -> None:
+    """Wait for a running gc, and keep the next from starting until this transaction ends (PostgreSQL;
+    removals may run together). A gc counts the store and evicts from that count: a removal committing
+    in the middle would make it evict one artifact too many."""
+    if conn.dialect.name == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock_shared(GC_LOCK)))
+
+
+def gc_lock(conn: Connection) -> bool:
+    """Take gc's lock until this transaction ends (PostgreSQL; SQLite and DuckDB admit one writer anyway):
+    two gcs would both count the store over quota from what they saw before the other evicted, and
+    evict twice. True if taken."""
+    if conn.dialect.name != "postgresql":
+        return False
+    conn.execute(sa.select(sa.func.pg_advisory_xact_lock(GC_LOCK)))
+    return True
+
+
+def end_artifacts(conn: Connection, ids: list[str], status: str) -> int:
+    """End the artifacts `ids` that are still active; how many that was (another writer may have
+    ended some first: on PostgreSQL this update waits for it, then skips them)."""
+    return conn.execute(artifacts.update().where(artifacts.c.id.in_(ids), artifacts.c.status == ACTIVE).values(
+        status=status, sha256=None, ended_at=utcnow())).rowcount
+
+
+def drop_orphans(conn: Connection, shas: Iterable[str | None]) -> tuple[int, int]:
+    """Remove each of these contents that no artifact points at: (contents removed, bytes freed)."""
+    removed = freed = 0
+    for sha in sorted({s for s in shas if s}):  # one order for every writer: no lock cycles
+        if conn.dialect.name == "postgresql":  # see `Store._content(to_use=True)`
+            conn.execute(sa.select(contents.c.sha256).where(contents.c.sha256 == sha).with_for_update())
+        used = conn.execute(sa.select(artifacts.c.id).where(artifacts.c.sha256 == sha).limit(1)).first()
+        if used is not None:
+            continue
+        size = conn.execute(sa.select(contents.c.bytes).where(contents.c.sha256 == sha)).scalar()
+        if size is None:
+            continue  # another writer removed it first
+        for table in (chunks, item_blocks, contents):
+            conn.execute(table.delete().where(table.c.sha256 == sha))
+        removed += 1
+        freed += int(size)
+    return removed, freed
+
+
+def collect(conn: Connection, now: dt.datetime, quota: int | None, protect: Iterable[str],
+            report: GcReport, *, room: bool) -> None:
+    """gc's work in the caller's transaction: expired artifacts, orphaned contents, then the least
+    recently used until the store is at most `quota` bytes, never a pinned or `protect`ed artifact nor
+    one sharing their content. `room`: a write needs it, so when what must stay is more than `quota`,
+    nothing is evicted (it would not make the write fit)."""
+    protect = list(protect)
+    a = artifacts.c
+    gc_lock(conn)
+    expired = conn.execute(sa.select(a.id, a.sha256).where(
+        a.status == ACTIVE, a.pinned == sa.false(), a.expires_at.is_not(None), a.expires_at <= now)).all()
+    orphan_shas = []
+    if expired:
+        report.expired += end_artifacts(conn, [r.id for r in expired], "expired")
+        orphan_shas = [r.sha256 for r in expired]
+    # and contents that no artifact ever came to point at (a writer killed between storing a
+    # result's bytes and its row), once older than the grace that covers a write in progress
+    orphan_shas += conn.execute(sa.select(contents.c.sha256).where(
+        ~sa.exists().where(a.sha256 == contents.c.sha256),
+        contents.c.created_at <= now - ORPHAN_GRACE)).scalars().all()
+    removed, freed = drop_orphans(conn, orphan_shas)
+    report.contents_removed += removed
+    report.bytes_freed += freed
+    if quota is None:
+        return
+    total = total_bytes(conn)
+    # content an artifact that stays points at: evicting another that shares it frees nothing
+    held = sa.select(a.sha256).where(a.status == ACTIVE, sa.or_(a.pinned == sa.true(), a.id.in_(protect)))
+    staying = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(contents.c.bytes), 0)).where(
+        contents.c.sha256.in_(held))).scalar_one()
+    candidates = [] if room and int(staying) > quota else conn.execute(
+        sa.select(a.id, a.sha256).where(a.status == ACTIVE, a.pinned == sa.false(), a.id.not_in(protect),
+                                        a.sha256.not_in(held))
+        .order_by(a.accessed_at, a.created_at)).all()
+    for cand in candidates:
+        if total <= quota:
+            break
+        if not end_artifacts(conn, [cand.id], "evicted"):
+            continue  # deleted meanwhile
+        report.evicted += 1
+        removed, freed = drop_orphans(conn, [cand.sha256])
+        report.contents_removed += removed
+        report.bytes_freed += freed
+        total -= freed
