@@ -339,6 +339,20 @@ def test_tiny_budgets_are_still_respected(grep_output, log_with_traceback, stdli
         assert preview.truncated
 
 
+def test_the_last_resort_cut_keeps_whole_lines_when_it_can():
+    """A skeleton too big for its budget was cut mid-marker (`…[+`); it now ends at a line's end when that
+    keeps a third of what fits, and only a text with no such line is cut by characters."""
+    from offload.content.lines import clip_to_budget
+
+    skeleton = '{\n  "data": {\n    "items": [\n      … [20,000 items omitted: data.items[0:20000]] …\n    ]\n  }\n}'
+    cut = clip_to_budget(skeleton, 20, o200k)
+    assert o200k(cut) <= 20 and cut == '{\n  "data": {\n    "items": ['
+    assert clip_to_budget(skeleton, 1_000, o200k) == skeleton
+    one_line = "word " * 200
+    cut = clip_to_budget(one_line, 20, o200k)
+    assert one_line.startswith(cut) and 0 < o200k(cut) <= 20 and o200k(cut + "word ") > 20
+
+
 def test_shell_kind_from_the_caller_gets_the_text_preview(log_with_traceback):
     found = detect(log_with_traceback)
     found.kind = "shell"

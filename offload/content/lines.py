@@ -399,7 +399,8 @@ def describe_omitted(data: bytes, head: list[_Line], tail: list[_Line], total: i
 
 
 def clip_to_budget(text: str, budget: int, count: Count) -> str:
-    """The longest prefix within budget: the last resort for budgets too small for any line."""
+    """The longest prefix within budget, ending at a line's end when that keeps a third of it or more (a
+    JSON skeleton cut mid-marker read `…[+`): the last resort for budgets too small for any layout."""
     low, high = 0, len(text)
     while low < high:
         middle = (low + high + 1) // 2
@@ -407,4 +408,5 @@ def clip_to_budget(text: str, budget: int, count: Count) -> str:
             low = middle
         else:
             high = middle - 1
-    return text[:low]
+    line_end = text.rfind("\n", 0, low)
+    return text[:line_end] if low < len(text) and line_end >= low // 3 else text[:low]
