@@ -15,6 +15,7 @@ import io
 import json
 import os
 import random
+import re
 import sqlite3
 import subprocess
 import sys
@@ -478,6 +479,30 @@ def test_a_json_reference_shows_its_first_items_beside_the_shape_and_hints(tmp_p
     assert len(ref.hints) >= 2
     if budget >= 800:  # with room for both, neither gives way
         assert ref.shape_text and len(ref.hints) >= 3
+
+
+JSON_LAYOUTS = {
+    "array of arrays": lambda: [[i, i * 2, "x" * 50, [1, 2, 3]] for i in range(30_000)],
+    "array of long strings": lambda: ["line %d " % i + "lorem ipsum " * 40 for i in range(5_000)],
+    "array of numbers": lambda: list(range(300_000)),
+    "object of objects": lambda: {f"key{i}": {"a": i, "b": "v" * 30, "c": [i]} for i in range(20_000)},
+    "deep items": lambda: [{"a": {"b": {"c": {"d": {"e": [i, {"f": "g" * 100}]}}}}} for i in range(10_000)],
+    "wide items": lambda: [{f"field{k}": f"value {i}-{k} " * 3 for k in range(60)} for i in range(2_000)],
+}
+
+
+@pytest.mark.parametrize("budget", [600, 800])
+@pytest.mark.parametrize("layout", list(JSON_LAYOUTS))
+def test_every_json_layout_shows_an_entry_within_budget(tmp_path, real_count, layout, budget):
+    """Before, 60-field items at 800 tokens showed their whole shape and no item at all."""
+    data = json.dumps(JSON_LAYOUTS[layout]()).encode()
+    off = Offloader(f"sqlite:///{tmp_path / 's.db'}", reference_tokens=budget)
+    ref = off.process("api", data)
+    assert_reference(ref, data, real_count, budget)
+    counts = re.search(r"\(([\d,]+) of ([\d,]+) (?:items|keys)\) not shown", ref.omitted).groups()
+    hidden, total = (int(n.replace(",", "")) for n in counts)
+    assert hidden < total, ref.render()
+    assert len(ref.hints) >= 2
 
 
 def test_shell_huge_stdout_keeps_a_short_stderr_error_and_the_exit_code(sqlite_url, real_count):
