@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import math
 from typing import Any, Callable
 
 from .content import Detected, build_preview, detect, render_shape
@@ -25,7 +26,8 @@ MIN_PREVIEW = 40  # tokens: below this a preview says nothing useful
 # A preview shrunk by what its first attempt was over can land well under the target: the shape and the
 # hints came on top of a first budget sized for the header alone, and each shrink keeps a margin. A
 # nested JSON document at the default 800 tokens showed no item at all that way, with 38 tokens unused.
-# Room of at least this many tokens is given back to the preview in one more attempt (kept if it fits).
+# Room of at least this many tokens is given back to the preview in another attempt (kept if it fits),
+# never as big as a budget that went over with the same hints and shape.
 GROW_ROOM = 15
 _FITTED = ("preview", "truncated", "omitted", "shape", "extra", "shape_text", "items", "items_path", "hints")
 
@@ -85,7 +87,8 @@ class ReferenceBuilder:
         also runs the real tokenizers when they are installed, since the estimate can undercount (runs
         of brackets or repeated letters). Each retry shrinks the preview by what is still over, scaled
         by how much the counter undercounted the preview; the shape, then hints, give way after that.
-        A shrunk preview that leaves room is grown into it once (see GROW_ROOM).
+        A JSON preview that fits but shows no item gets the room of the hints past two, then of the
+        shape; a shrunk preview that leaves room is grown into it, twice at most (see GROW_ROOM).
         """
         measure = self.measure
         ref.preview, ref.omitted, ref.shape_text, ref.hints = "", "", "", []
@@ -98,9 +101,13 @@ class ReferenceBuilder:
                                     f"bytes) not shown; line {ref.lines:,}: chars 16–118 (103 chars) not shown.")
         preview_budget = max(target - self.counter.count(ref.render()) - around - 10, MIN_PREVIEW)
         keep_shape, max_hints = True, None
-        fitted: dict | None = None  # the attempt that fitted, while a grown preview is tried
+        too_big = math.inf  # the smallest preview budget that went over, with the hints and shape kept now
+        # an attempt that fitted, while a bigger preview is tried (twice per layout at most): snapshot,
+        # entries shown, tokens over (<= 0), budget
+        fitted: tuple[dict, int | None, int, int] | None = None
+        grows = 0
         richer: dict | None = None  # the attempt that fitted before hints or the shape gave way for an item
-        for attempt in range(8):
+        for attempt in range(10):
             preview = build_preview(detected, data, preview_budget, self.counter.count,
                                     max_lines=self.grep_max_lines)
             ref.preview, ref.truncated, ref.omitted = preview.text, preview.truncated, preview.omitted
@@ -118,36 +125,40 @@ class ReferenceBuilder:
             undercounted = total <= target and not self.counter.exact
             if undercounted:
                 total = measure(text)
-            over = total - target
-            if fitted is not None:  # the grown preview: kept if it fits too, else the one before
+            over, shows = total - target, preview.entries_shown
+            if fitted is not None:  # the bigger preview, if it fits; else the one before it
                 if over > 0:
-                    _restore(ref, fitted)
-                return
-            if preview.entries and not preview.entries_shown and (len(ref.hints) > 2 or ref.shape_text):
-                # A JSON preview that shows none of its items says less than one would (a nested API
-                # response at the default 800 tokens showed none beside its shape and four hints): the
-                # hints past two, then the shape (it describes every item; an item shows one) make room.
-                # If that buys no item, the attempt before it stands (`richer`).
-                if over <= 0 and richer is None:
-                    richer = _snapshot(ref)
-                if len(ref.hints) > 2:
-                    freed = self.counter.count("\n".join(f"  {hint['jmespath']}  → {hint.get('result')}"
-                                                         for hint in ref.hints[2:]))
-                    max_hints = 2
-                else:
-                    freed = self.counter.count("Shape:\n" + ref.shape_text)
-                    keep_shape = False
-                preview_budget = max(preview_budget + freed - over - 5, MIN_PREVIEW)
-                continue
+                    too_big = min(too_big, preview_budget)
+                    snapshot, shows, over, preview_budget = fitted
+                    _restore(ref, snapshot)
+                fitted = None
             if over <= 0:
-                if richer is not None and not preview.entries_shown:
+                if preview.entries and not shows and (len(ref.hints) > 2 or ref.shape_text):
+                    # A JSON preview that shows none of its items says less than one would (a nested API
+                    # response at the default 800 tokens showed none beside its shape and four hints): the
+                    # hints past two, then the shape (it describes every item; an item shows one) make
+                    # room. If that buys no item, the attempt before stands (`richer`).
+                    richer = richer or _snapshot(ref)
+                    if len(ref.hints) > 2:
+                        freed = self.counter.count("\n".join(f"  {hint['jmespath']}  → {hint.get('result')}"
+                                                             for hint in ref.hints[2:]))
+                        max_hints = 2
+                    else:
+                        freed = self.counter.count("Shape:\n" + ref.shape_text)
+                        keep_shape = False
+                    preview_budget = max(preview_budget + freed - over - 5, MIN_PREVIEW)
+                    too_big, grows = math.inf, 0
+                    continue
+                grown = min(preview_budget - over - 5, too_big - 1)  # never as big as a budget that went over
+                if grows < 2 and attempt > 0 and ref.truncated and -over >= GROW_ROOM and grown > preview_budget:
+                    # a preview shrunk by what an attempt was over, with margins, can leave room: grow into it
+                    fitted, grows = (_snapshot(ref), shows, over, preview_budget), grows + 1
+                    preview_budget = grown
+                    continue
+                if richer is not None and not shows:
                     _restore(ref, richer)
-                    return
-                if attempt == 0 or not ref.truncated or -over < GROW_ROOM:
-                    return
-                fitted = _snapshot(ref)
-                preview_budget += -over - 5
-                continue
+                return
+            too_big = min(too_big, preview_budget)
             shown = measure(ref.preview) if undercounted else self.counter.count(ref.preview)
             ratio = min(1.0, self.counter.count(ref.preview) / shown) if shown else 1.0
             wanted = int((shown - over - 20) * ratio)
@@ -160,7 +171,12 @@ class ReferenceBuilder:
                 elif len(ref.hints) > 1:
                     max_hints = len(ref.hints) - 1
                     wanted += self.counter.count(f"  {ref.hints[-1]['jmespath']}  → {ref.hints[-1].get('result')}")
+                too_big, grows = math.inf, 0  # another layout: what went over with the old one may fit
             preview_budget = max(wanted, MIN_PREVIEW)
+        if fitted is not None:  # out of attempts with a bigger preview tried and over: the one before
+            _restore(ref, fitted[0])
+            if fitted[1] or richer is None:
+                return
         if richer is not None:
             _restore(ref, richer)
             return
@@ -174,7 +190,7 @@ class ReferenceBuilder:
             over = measure(ref.render()) - target
             if over <= 0 or not value:
                 return
-            kept = clip_to_budget(value, max(measure(value) - over - 10, 0), measure)
+            kept = clip_to_budget(value, max(measure(value) - over - 10, 0), measure, whole_lines=True)
             note = f"{field} cut to {len(kept):,} of {len(value):,} chars to fit the reference budget"
             setattr(ref, field, kept)
             if field == "preview":

@@ -340,16 +340,19 @@ def test_tiny_budgets_are_still_respected(grep_output, log_with_traceback, stdli
 
 
 def test_the_last_resort_cut_keeps_whole_lines_when_it_can():
-    """A skeleton too big for its budget was cut mid-marker (`…[+`); it now ends at a line's end when that
-    keeps a third of what fits, and only a text with no such line is cut by characters."""
+    """A skeleton too big for its budget was cut mid-marker (`…[+`); a preview's cut now ends at a line's
+    end when that keeps a third of what fits, and only a text with no such line is cut by characters.
+    Slice pages still take the longest prefix (the next page starts where one ends)."""
     from offload.content.lines import clip_to_budget
 
     skeleton = '{\n  "data": {\n    "items": [\n      … [20,000 items omitted: data.items[0:20000]] …\n    ]\n  }\n}'
-    cut = clip_to_budget(skeleton, 20, o200k)
+    cut = clip_to_budget(skeleton, 20, o200k, whole_lines=True)
     assert o200k(cut) <= 20 and cut == '{\n  "data": {\n    "items": ['
-    assert clip_to_budget(skeleton, 1_000, o200k) == skeleton
+    longest = clip_to_budget(skeleton, 20, o200k)
+    assert skeleton.startswith(longest) and len(longest) > len(cut) and o200k(skeleton[:len(longest) + 1]) > 20
+    assert clip_to_budget(skeleton, 1_000, o200k, whole_lines=True) == skeleton
     one_line = "word " * 200
-    cut = clip_to_budget(one_line, 20, o200k)
+    cut = clip_to_budget(one_line, 20, o200k, whole_lines=True)
     assert one_line.startswith(cut) and 0 < o200k(cut) <= 20 and o200k(cut + "word ") > 20
 
 

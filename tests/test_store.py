@@ -338,6 +338,25 @@ def test_a_put_that_may_make_room_evicts_in_its_own_transaction(store_url):
     store.engine.dispose()
 
 
+def test_a_refused_put_that_collected_leaves_no_stale_count(store_url):
+    """A put that evicted, still did not fit, and rolled back kept the count after its evictions: the
+    next puts trusted it and wrote past the quota. Content being written (no artifact yet) must stay."""
+    from offload.errors import QuotaExceeded
+
+    store = _store(store_url, quota_bytes=100_000)
+    pending = b"o" * 55_000
+    store.put_content(pending, hashlib.sha256(pending).hexdigest())  # another call's, its row to come
+    _put(store, b"a" * 40_000)
+    with pytest.raises(QuotaExceeded, match="55,000 bytes must stay"):
+        store.put(_row(), b"b" * 50_000, hashlib.sha256(b"b" * 50_000).hexdigest(), make_room=())
+    assert store.total_bytes() == 95_000  # the eviction was rolled back with the put
+    for letter in b"cde":
+        data = bytes([letter]) * 10_000
+        store.put(_row(), data, hashlib.sha256(data).hexdigest(), make_room=())
+        assert store.total_bytes() <= 100_000
+    store.engine.dispose()
+
+
 def test_quota_counts_the_store_seldom_and_exactly_near_the_quota(store_url, monkeypatch):
     """The total is a SUM over every content row: far from the quota a writer adds what it writes to its
     last count; near it, it counts again and sees what another writer stored meanwhile."""

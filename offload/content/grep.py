@@ -60,7 +60,7 @@ def grep_preview(data: bytes, budget: int, count: Count, *, max_lines: int = 200
         if head:
             head = head[:-1]
         else:
-            text = clip_to_budget(text, budget, count)
+            text = clip_to_budget(text, budget, count, whole_lines=True)
             break
     omitted = describe_omitted(data, head, [], total)
     return LineView(text, bool(omitted), omitted, extra, per_file)

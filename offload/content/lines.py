@@ -366,7 +366,7 @@ def _assemble(data: bytes, budget: int, count: Count, head: list[_Line], tail: l
         elif tail:
             tail = tail[1:]
         else:
-            text = clip_to_budget(text, budget, count)
+            text = clip_to_budget(text, budget, count, whole_lines=True)
             break
     omitted = describe_omitted(data, head, tail, total, unit)
     extra: dict = {"lines": total}
@@ -398,9 +398,13 @@ def describe_omitted(data: bytes, head: list[_Line], tail: list[_Line], total: i
     return "; ".join(parts)
 
 
-def clip_to_budget(text: str, budget: int, count: Count) -> str:
-    """The longest prefix within budget, ending at a line's end when that keeps a third of it or more (a
-    JSON skeleton cut mid-marker read `…[+`): the last resort for budgets too small for any layout."""
+def clip_to_budget(text: str, budget: int, count: Count, *, whole_lines: bool = False) -> str:
+    """The longest prefix within budget: the last resort for budgets too small for any layout.
+
+    `whole_lines` (previews): it ends at a line's end instead when that keeps a third of it or more (a
+    JSON skeleton cut mid-marker read `…[+`). Slice pages keep the longest prefix: the next page
+    starts where it ends.
+    """
     low, high = 0, len(text)
     while low < high:
         middle = (low + high + 1) // 2
@@ -409,4 +413,4 @@ def clip_to_budget(text: str, budget: int, count: Count) -> str:
         else:
             high = middle - 1
     line_end = text.rfind("\n", 0, low)
-    return text[:line_end] if low < len(text) and line_end >= low // 3 else text[:low]
+    return text[:line_end] if whole_lines and low < len(text) and line_end >= low // 3 else text[:low]

@@ -189,7 +189,7 @@ def _within(preview: Preview, budget: int, count: Callable[[str], int]) -> Previ
     if count(preview.text) <= budget:
         return preview
     text = preview.text
-    preview.text = clip_to_budget(text, budget, count)
+    preview.text = clip_to_budget(text, budget, count, whole_lines=True)
     low = len(preview.text)
     preview.truncated = True
     note = f"preview cut to {low:,} of {len(text):,} chars to fit {budget:,} tokens"

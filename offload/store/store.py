@@ -237,26 +237,40 @@ class Store:
             used = known[1]
             # A writer whose count is up to a second old (see QUOTA_RECOUNT_SECONDS) may still write
             # beside the collection and take some of its room: then it collects again, a few times.
+            collected = False
             for _ in range(3 if keep is not None and size <= self.quota_bytes else 0):
                 if used + size <= self.quota_bytes:
                     break
                 report = GcReport()
                 collect(conn, utcnow(), self.quota_bytes - size, keep, report, room=True)
+                collected = True
                 known = (time.monotonic(), self.total_bytes(conn))
                 used = known[1]
                 if not report.contents_removed:
                     break  # nothing more can go
+            if collected:
+                # that count holds evictions this transaction has not committed (a refused put rolls
+                # them back): the next write counts again
+                self._used = None
             if used + size > self.quota_bytes:
-                self._used = known
+                if not collected:
+                    self._used = known
                 if size > self.quota_bytes:
                     raise QuotaExceeded(f"{size:,} bytes are more than the store's whole quota of "
                                         f"{self.quota_bytes:,} bytes (raise OFFLOAD_QUOTA_BYTES)", size)
+                if collected:
+                    raise QuotaExceeded(
+                        f"storing {size:,} bytes would take the store over its quota of {self.quota_bytes:,} "
+                        f"even with every artifact that may go evicted: {used:,} bytes must stay (pinned "
+                        "artifacts, the call's own, content being written); unpin or delete some, or raise "
+                        "OFFLOAD_QUOTA_BYTES", size)
                 raise QuotaExceeded(
                     f"storing {size:,} bytes would take the store to {used + size:,} bytes, over its quota of "
                     f"{self.quota_bytes:,} (`offload gc` evicts the least recently used to make room; pinned "
                     "artifacts stay: unpin or delete some, or raise OFFLOAD_QUOTA_BYTES)", size)
-            # counted as written even if the write then fails: a sum too high only brings a count sooner
-            self._used = (known[0], used + size)
+            if not collected:
+                # counted as written even if the write then fails: a sum too high only brings a count sooner
+                self._used = (known[0], used + size)
 
     # -- reading metadata -------------------------------------------------------------------
 
