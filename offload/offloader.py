@@ -15,11 +15,11 @@ import logging
 import threading
 import time
 from concurrent.futures import Future
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterator
 
 import orjson
 
-from .errors import InvalidArgument, QuotaExceeded, StoreError
+from .errors import InvalidArgument, StoreError
 from .jsontext import dumps
 from .reference import Reference
 from .results import Payload, cheap_fits, to_payload
@@ -35,7 +35,6 @@ from .tools.slicing import SliceRequest, Slicer, content_digest
 from .writes import HASH_ASIDE, PendingWrite, sha256_hex
 
 log = logging.getLogger("offload")
-
 
 
 class Offloader:

@@ -140,8 +140,7 @@ class ReferenceBuilder:
                     # room. If that buys no item, the attempt before stands (`richer`).
                     richer = richer or _snapshot(ref)
                     if len(ref.hints) > 2:
-                        freed = self.counter.count("\n".join(f"  {hint['jmespath']}  → {hint.get('result')}"
-                                                             for hint in ref.hints[2:]))
+                        freed = self.counter.count(_hint_lines(ref.hints[2:]))
                         max_hints = 2
                     else:
                         freed = self.counter.count("Shape:\n" + ref.shape_text)
@@ -170,7 +169,7 @@ class ReferenceBuilder:
                     wanted += self.counter.count("Shape:\n" + ref.shape_text)
                 elif len(ref.hints) > 1:
                     max_hints = len(ref.hints) - 1
-                    wanted += self.counter.count(f"  {ref.hints[-1]['jmespath']}  → {ref.hints[-1].get('result')}")
+                    wanted += self.counter.count(_hint_lines(ref.hints[-1:]))
                 too_big, grows = math.inf, 0  # another layout: what went over with the old one may fit
             preview_budget = max(wanted, MIN_PREVIEW)
         if fitted is not None:  # out of attempts with a bigger preview tried and over: the one before
@@ -316,3 +315,8 @@ def _snapshot(ref: Reference) -> dict[str, Any]:
 def _restore(ref: Reference, snapshot: dict[str, Any]) -> None:
     for name, value in snapshot.items():
         setattr(ref, name, value)
+
+
+def _hint_lines(hints: list[dict[str, Any]]) -> str:
+    """About what these hints take in the rendered reference: the room they give back when left out."""
+    return "\n".join(f"  {hint['jmespath']}  → {hint.get('result')}" for hint in hints)

@@ -412,5 +412,8 @@ def clip_to_budget(text: str, budget: int, count: Count, *, whole_lines: bool = 
             low = middle
         else:
             high = middle - 1
-    line_end = text.rfind("\n", 0, low)
-    return text[:line_end] if whole_lines and low < len(text) and line_end >= low // 3 else text[:low]
+    if whole_lines and low < len(text):
+        line_end = text.rfind("\n", 0, low)
+        if line_end >= low // 3:
+            return text[:line_end]
+    return text[:low]

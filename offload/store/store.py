@@ -248,13 +248,10 @@ class Store:
                 used = known[1]
                 if not report.contents_removed:
                     break  # nothing more can go
-            if collected:
-                # that count holds evictions this transaction has not committed (a refused put rolls
-                # them back): the next write counts again
-                self._used = None
+            # after a collection the count holds evictions this transaction has not committed (a refused
+            # put rolls them back): the next write counts again
             if used + size > self.quota_bytes:
-                if not collected:
-                    self._used = known
+                self._used = None if collected else known
                 if size > self.quota_bytes:
                     raise QuotaExceeded(f"{size:,} bytes are more than the store's whole quota of "
                                         f"{self.quota_bytes:,} bytes (raise OFFLOAD_QUOTA_BYTES)", size)
@@ -268,9 +265,8 @@ class Store:
                     f"storing {size:,} bytes would take the store to {used + size:,} bytes, over its quota of "
                     f"{self.quota_bytes:,} (`offload gc` evicts the least recently used to make room; pinned "
                     "artifacts stay: unpin or delete some, or raise OFFLOAD_QUOTA_BYTES)", size)
-            if not collected:
-                # counted as written even if the write then fails: a sum too high only brings a count sooner
-                self._used = (known[0], used + size)
+            # counted as written even if the write then fails: a sum too high only brings a count sooner
+            self._used = None if collected else (known[0], used + size)
 
     # -- reading metadata -------------------------------------------------------------------
 
