@@ -32,7 +32,7 @@ from .store.chunking import chunk_bytes
 from .tokens import TokenCounter, surely_over
 from .tools.query import QueryRunner
 from .tools.slicing import SliceRequest, Slicer, content_digest
-from .writes import HASH_ASIDE, PendingWrite, sha256_hex
+from .writes import HASH_ASIDE, PendingWrite
 
 log = logging.getLogger("offload")
 
@@ -173,31 +173,25 @@ class Offloader:
         target = references.target_for(self.settings.limit_for(tool))
         data = payload.data
         stderr_ref = None
-        stored_stderr = None
-        failure: Exception | None = None
+        companions = []
         if payload.is_shell and payload.stderr:
             half = target // 2
             stderr_share = half if not self.counter.exact and surely_over(len(payload.stderr), half) else min(
                 self.counter.count(payload.stderr, "text") + 10, half)
             stderr_ref = references.stderr_preview(tool, payload.stderr, stderr_share, half)
             if stderr_ref.truncated:
-                # stored first and whole, so that the reference can name it
+                # stored whole, in the transaction that stores the result, whose reference names it
                 stderr_ref.artifact_id = new_id("art_")
-                try:
-                    self.store.put(self._row(stderr_ref, tool + ":stderr", args, session, None),
-                                   payload.stderr, stderr_ref.sha256, make_room=())
-                    stored_stderr = stderr_ref.artifact_id
-                except Exception as exc:  # noqa: BLE001 - any store failure fails open
-                    failure = exc
+                companions.append((self._row(stderr_ref, tool + ":stderr", args, session, None),
+                                   payload.stderr, stderr_ref.sha256))
         # a large result is hashed, then written, on a worker while it is chunked and referenced here
-        write = PendingWrite(self, data, protect=[stored_stderr] if stored_stderr else []) if failure is None else None
+        write = PendingWrite(self, data, companions=companions)
+        failure: Exception | None = None
         try:
             chunks = list(chunk_bytes(data))
-            if write is not None:
-                write.chunks.set_result(chunks)
-            ref, detected = references.analyse(tool, data, payload, chunks,
-                                               write.detected.set_result if write is not None else None)
-            ref.sha256 = write.sha256() if write is not None else sha256_hex(data)
+            write.chunks.set_result(chunks)
+            ref, detected = references.analyse(tool, data, payload, chunks, write.detected.set_result)
+            ref.sha256 = write.sha256()
             ref.same_as = self._same_result(tool, args, session, ref.sha256)  # named before fitting: it takes room
             if payload.is_shell:
                 ref.kind, ref.exit_code = "shell", payload.exit_code
@@ -207,20 +201,16 @@ class Offloader:
                     ref.stderr_artifact_id = stderr_ref.artifact_id
             references.fit(ref, detected, data, target)
         except BaseException:
-            if write is not None:
-                write.abandon()  # the reference failed: nothing of the result stays stored
-            self._forget(stored_stderr)
+            write.abandon()  # the reference failed: nothing of the result stays stored
             raise
-        if write is not None:
-            try:
-                write.finish({**self._row(ref, tool, args, session, payload), "parent_id": parent_id})
-            except Exception as exc:  # noqa: BLE001 - any store failure fails open
-                failure = exc
+        try:
+            write.finish({**self._row(ref, tool, args, session, payload), "parent_id": parent_id})
+        except Exception as exc:  # noqa: BLE001 - any store failure fails open
+            failure = exc
         if failure is not None:
             if not fail_open:
                 raise failure
             log.warning("offload could not store the result of %s: %s", tool, failure)
-            self._forget(stored_stderr)
             ref.stored, ref.error, ref.artifact_id = False, reason(failure), None
             ref.stderr_artifact_id = None
             # the header now says why it was not stored, and the next calls are gone: fit again
@@ -245,15 +235,6 @@ class Offloader:
             self._freeing = workers.submit(_free, held)
         except RuntimeError:  # the interpreter is shutting down: freed here, inside the caller's pause
             resume_gc()
-
-    def _forget(self, stored_stderr: str | None) -> None:
-        """Remove the stderr artifact of a result that was not stored: nothing may point at it now."""
-        if stored_stderr is None:
-            return
-        try:
-            self.store.delete(stored_stderr, self.namespace)
-        except Exception:  # noqa: BLE001 - best effort; gc collects it when it expires
-            log.warning("could not remove the stderr artifact %s of an unstored result", stored_stderr)
 
     def _same_result(self, tool: str, args: dict | None, session: str | None, sha: str) -> str | None:
         """An earlier stored, unexpired call of `tool` in this session with the same args and result, if

@@ -46,9 +46,12 @@ class PendingWrite:
     content already written, so nothing is left of a reference that could not be built.
     """
 
-    def __init__(self, offloader: Offloader, data: bytes, *, protect: list[str] = ()):
+    def __init__(self, offloader: Offloader, data: bytes, *,
+                 companions: list[tuple[dict[str, Any], bytes, str]] = ()):
         self.offloader, self.data = offloader, data
-        self.protect = list(protect)  # the call's artifacts already stored (its stderr): making room keeps them
+        # artifacts stored with the result's row, in its transaction (its stderr); making room keeps them
+        self.companions = list(companions)
+        self.protect = [row["id"] for row, _, _ in self.companions]
         self.chunks: Future = Future()  # the caller's `chunk_bytes(data)`
         self.detected: Future = Future()
         self._sha256: Future = Future()
@@ -77,13 +80,13 @@ class PendingWrite:
         return item_index(self.detected.result(), self.data)
 
     def finish(self, row: dict[str, Any]) -> None:
-        """Wait for the content, then store the artifact row (and the content again, if gc took it, or
-        all of it, for a small result)."""
+        """Wait for the content, then store the artifact row with its companions (and the content
+        again, if gc took it, or all of it, for a small result)."""
         if self.done is not None:
             self.done.result()
         try:
-            self.offloader.store.put(row, self.data, self.sha256(), make_room=self.protect, item_index=self.index,
-                                     chunks=self.chunks.result())
+            self.offloader.store.put(row, self.data, self.sha256(), make_room=[], item_index=self.index,
+                                     chunks=self.chunks.result(), companions=self.companions)
         except BaseException:
             if self.done is not None:
                 self._discard()  # the content written ahead would belong to no artifact

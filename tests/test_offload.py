@@ -758,7 +758,7 @@ def test_writers_near_the_quota_all_store_their_results(tmp_path, request, backe
 
 
 def test_the_gc_for_a_shell_results_stdout_keeps_its_own_stderr(sqlite_url):
-    """stderr is stored first; if stdout then needs a gc, the stderr the reference names stays (it was
+    """stderr is stored with stdout; if they need a gc, the stderr the reference names stays (it was
     evicted, and the reference pointed at an evicted artifact)."""
     off = Offloader(sqlite_url, quota_bytes=150_000)
     stdout = "\n".join(f"out {i} " + "x" * 40 for i in range(1_400))  # ~62 KB
@@ -766,7 +766,7 @@ def test_the_gc_for_a_shell_results_stdout_keeps_its_own_stderr(sqlite_url):
     alone = Offloader(sqlite_url.replace("store.db", "small.db"), quota_bytes=100_000)
     out = alone.process("bash", {"stdout": stdout, "stderr": stderr, "exit_code": 1})
     assert not out.stored and "quota" in out.error  # only its own stderr could go: not stored, honestly
-    assert alone.list()[0] == []  # and the stderr it stored first is gone with it
+    assert alone.list()[0] == []  # nor is its stderr
     alone.close()
     older = off.process("read", "\n".join(f"older {i} " + "o" * 40 for i in range(1_000)))
     out = off.process("bash", {"stdout": stdout, "stderr": stderr, "exit_code": 1})
@@ -850,14 +850,14 @@ def test_fail_open_shell_result_leaves_no_stderr_artifact_behind(tmp_path, real_
     text = out.render()
     assert real_count(text) <= REFERENCE_TOKENS and "Exit code: 2" in text and "could NOT be stored" in text
     assert out.stderr_artifact_id is None and "stored whole" not in text
-    assert off.list()[0] == []  # the stderr artifact it stored first is gone again
+    assert off.list()[0] == []  # nor is the stderr artifact the reference would have named
     assert off.gc().total_bytes == 0
 
 
 @pytest.mark.parametrize("stage", ["analyse", "fit"])
 def test_a_shell_reference_that_fails_to_build_leaves_no_stderr_artifact_behind(sqlite_url, monkeypatch, stage):
-    """The stderr is stored first, so that the reference can name it: when the reference then fails,
-    the call still returns and the stderr artifact goes too (found in review: it stayed until its TTL)."""
+    """When the reference fails, the call still returns and no stderr artifact is stored (it was stored
+    first, and stayed until its TTL: found in review)."""
     off = Offloader(sqlite_url)
     done = subprocess.run(f"cat {STDLIB}/a*.py >&2; cat {STDLIB}/[bc]*.py; exit 2", shell=True, capture_output=True,
                           check=False)
@@ -871,6 +871,34 @@ def test_a_shell_reference_that_fails_to_build_leaves_no_stderr_artifact_behind(
     assert isinstance(out, Reference) and out.stored is False and "could NOT be stored" in out.render()
     assert off.list()[0] == []
     assert off.gc().total_bytes == 0
+
+
+@pytest.mark.parametrize("stdout_bytes", [200_000, 5_000_000])  # one transaction; the bytes written ahead
+def test_the_stderr_a_stored_shell_result_names_cannot_be_evicted_before_it(sqlite_url, monkeypatch, stdout_bytes):
+    """Another writer making room while the reference is built (here: a gc down to nothing) finds no
+    stderr artifact to evict: it is stored in the transaction that stores stdout's row. Stored first,
+    in a transaction of its own, it was evicted, and the reference named a tombstone."""
+    off, other = Offloader(sqlite_url), Offloader(sqlite_url)
+    stdout = b"".join(b"out %d %s\n" % (i, b"x" * 60) for i in range(stdout_bytes // 70))
+    stderr = b"".join(b"err %d %s\n" % (i, b"e" * 60) for i in range(2_000))
+    fit = off.references.fit
+    evicted = []
+
+    def fit_while_another_writer_makes_room(*args, **kwargs):
+        evicted.append(other.gc(quota_bytes=0).evicted)
+        return fit(*args, **kwargs)
+
+    monkeypatch.setattr(off.references, "fit", fit_while_another_writer_makes_room)
+    earlier = off.process("read", b"\n".join(b"earlier %d" % i for i in range(20_000)))
+    out = off.process("bash", {"stdout": stdout, "stderr": stderr, "exit_code": 1})
+    assert evicted[-1] == 1  # the earlier result went; the stderr was not there to go
+    with pytest.raises(ArtifactExpired, match="evicted"):
+        off.get(earlier.artifact_id)
+    assert out.stored and out.stderr_artifact_id
+    assert off.get(out.artifact_id)["meta"]["stderr_artifact_id"] == out.stderr_artifact_id
+    assert raw(off, out.stderr_artifact_id) == stderr and raw(off, out.artifact_id) == stdout
+    off.close()
+    other.close()
 
 
 @pytest.mark.parametrize("where", ["under-a-regular-file", "in-proc"])

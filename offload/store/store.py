@@ -13,7 +13,7 @@ import hashlib
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import orjson
@@ -110,7 +110,8 @@ class Store:
 
     def put(self, row: dict[str, Any] | Callable[[], dict[str, Any]], data: bytes | Iterable[bytes], sha256: str,
             *, item_index: ItemIndex | Callable[[], ItemIndex | None] | None = None,
-            chunks: list[Chunk] | None = None, make_room: Iterable[str] | None = None) -> ContentInfo:
+            chunks: list[Chunk] | None = None, make_room: Iterable[str] | None = None,
+            companions: Sequence[tuple[dict[str, Any], bytes, str]] = ()) -> ContentInfo:
         """Store `data` (unless identical content is already stored) and the artifact `row`, atomically.
 
         `row` holds the artifacts columns except the content's sizes, which are filled in here; it may be
@@ -120,19 +121,31 @@ class Store:
         caller has them. Over the quota the put fails (QuotaExceeded), unless `make_room` is given: then
         it first collects what `gc` would to make room for it, in its own transaction, keeping pinned
         artifacts and those `make_room` names (see `_check_quota`).
+
+        `companions` are artifacts `(row, data, sha256)` stored first in the same transaction: the
+        stderr that a shell result's reference names. Stored in a transaction of its own before, it
+        could be evicted by another writer making room before the row naming it was stored.
         """
+        keep = None if make_room is None else [*make_room, *(given["id"] for given, _, _ in companions)]
+
         def write(conn: Connection) -> ContentInfo:
+            for given, companion, companion_sha in companions:
+                self._insert_artifact(conn, given, companion_sha, self._content(conn, companion_sha, to_use=True)
+                                      or self._insert_content(conn, companion, companion_sha, None, make_room=keep))
             info = (self._content(conn, sha256, to_use=True)
-                    or self._insert_content(conn, data, sha256, item_index, chunks, make_room))
-            given = row() if callable(row) else row
-            now = utcnow()
-            full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
-                    **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
-                    "lines": info.lines, "items": info.items}
-            conn.execute(_INSERT_ARTIFACT, full)  # parameters apart: the compiled statement is reused
+                    or self._insert_content(conn, data, sha256, item_index, chunks, keep))
+            self._insert_artifact(conn, row() if callable(row) else row, sha256, info)
             return info
 
         return self._written(write)
+
+    @staticmethod
+    def _insert_artifact(conn: Connection, given: dict[str, Any], sha256: str, info: ContentInfo) -> None:
+        now = utcnow()
+        full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
+                **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
+                "lines": info.lines, "items": info.items}
+        conn.execute(_INSERT_ARTIFACT, full)  # parameters apart: the compiled statement is reused
 
     def put_content(self, data: bytes | Iterable[bytes], sha256: str, *,
                     item_index: ItemIndex | Callable[[], ItemIndex | None] | None = None,
