@@ -199,7 +199,16 @@ class Offloader:
                     ref.stderr, ref.stderr_bytes = stderr_ref.preview, stderr_ref.bytes
                     ref.stderr_truncated = stderr_ref.truncated
                     ref.stderr_artifact_id = stderr_ref.artifact_id
+            notes = list(ref.notes)
             references.fit(ref, detected, data, target)
+            if stderr_ref is not None and ref.stderr_truncated and not ref.stderr_artifact_id:
+                # a stderr short enough to travel whole, cut to fit a small reference: stored with the
+                # result, so that nothing of it is lost, and the reference names it
+                stderr_ref.artifact_id = ref.stderr_artifact_id = new_id("art_")
+                write.companions.append((self._row(stderr_ref, tool + ":stderr", args, session, None),
+                                         payload.stderr, stderr_ref.sha256))
+                ref.stderr, ref.stderr_truncated, ref.notes = stderr_ref.preview, stderr_ref.truncated, notes
+                references.fit(ref, detected, data, target)
         except BaseException:
             write.abandon()  # the reference failed: nothing of the result stays stored
             raise
@@ -213,6 +222,8 @@ class Offloader:
             log.warning("offload could not store the result of %s: %s", tool, failure)
             ref.stored, ref.error, ref.artifact_id = False, reason(failure), None
             ref.stderr_artifact_id = None
+            if stderr_ref is not None:  # cut again for the wording that says why
+                ref.stderr, ref.stderr_truncated, ref.notes = stderr_ref.preview, stderr_ref.truncated, notes
             # the header now says why it was not stored, and the next calls are gone: fit again
             references.fit(ref, detected, data, target)
         self._free_aside(detected, len(data))

@@ -56,6 +56,9 @@ class Reference:
     tokens_exact: bool = False
     tokens_sampled: bool = False  # estimated from a sample of a large result (see tokens.estimate_sampled)
     extra: dict[str, Any] = field(default_factory=dict)
+    # the short wording, for a budget the full one does not fit (~250 tokens and below): the same facts
+    # and calls, fewer words (`ReferenceBuilder.clip`)
+    terse: bool = False
 
     # -- structured form --------------------------------------------------------------------
 
@@ -69,6 +72,7 @@ class Reference:
         data["tokens_estimated"] = not self.tokens_exact
         data.pop("tokens_exact")
         data.pop("shape_text")
+        data.pop("terse")
         # the contract's fields are always there (null or [] when they do not apply), so scripts can
         # rely on the keys; the optional extras appear only when they say something
         return {k: v for k, v in data.items() if k in CONTRACT_FIELDS or (v is not None and v != [] and v != {})}
@@ -94,7 +98,10 @@ class Reference:
             if self.items is not None:
                 size += f", {_n(self.items)} items" + (f" at `{self.items_path}`" if self.items_path else "")
             size += f", {tokens}"
-        if not self.stored:
+        if self.terse and self.stored:
+            tool = self.tool if len(self.tool) <= 40 else self.tool[:39] + "…"
+            lines = [f"[offload] `{tool}` result stored whole as {self.artifact_id} ({label}: {size})."]
+        elif not self.stored:
             lines = [f"[offload] The result of `{self.tool}` was too large for the context ({label}: {size}) and "
                      f"could NOT be stored ({self.error}). Only the preview below reaches you; the rest is not "
                      "retrievable. Re-run the tool with narrower arguments if you need more."]
@@ -118,7 +125,10 @@ class Reference:
             parts.append(f"{what}{' — partial' if self.truncated else ' — complete'}:\n{self.preview}")
         if self.omitted:
             parts.append(self.omitted[:1].upper() + self.omitted[1:] + ".")
-        if self.stderr is not None:
+        if self.stderr is not None and self.terse and not self.stderr:
+            where = (f", stored whole as {self.stderr_artifact_id}" if self.stderr_artifact_id else "")
+            parts.append(f"stderr ({_n(self.stderr_bytes)} bytes{where}): not shown.")
+        elif self.stderr is not None:
             where = (f" stored whole as {self.stderr_artifact_id}" if self.stderr_artifact_id else "")
             cut = " — partial" if self.stderr_truncated else ""
             parts.append(f"stderr ({_n(self.stderr_bytes)} bytes{where}){cut}:\n{self.stderr}")
@@ -142,6 +152,14 @@ class Reference:
         stderr_aid = self.stderr_artifact_id
         if stderr_aid and not self.bytes:  # nothing on stdout: the calls read the stored stderr
             aid, stderr_aid = stderr_aid, None
+        if self.terse:
+            unit = "" if self.items is None else ', unit="items"' + (
+                f", path={_q(self.items_path)}" if self.items_path else "")
+            way = "jmespath=…" if self.kind in ("json", "ndjson") else 'grep="regex"'
+            also = f'; fetch_slice(artifact_id="{stderr_aid}") reads stderr' if stderr_aid else ""
+            lines.append(f'Next: fetch_slice(artifact_id="{aid}"{unit}, offset=0, limit=100); '
+                         f'query_artifact(artifact_id="{aid}", {way}){also}.')
+            return "\n".join(lines)
         calls = [f'fetch_slice(artifact_id="{aid}", offset=0, limit=100) pages lines (offset=-40: the last 40)']
         if self.items is not None:
             path = f", path={_q(self.items_path)}" if self.items_path else ""

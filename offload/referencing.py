@@ -49,7 +49,7 @@ class ReferenceBuilder:
     def target_for(self, limit: int) -> int:
         """The target of a reference standing for a result over `limit` tokens: never more than the result
         was allowed (a small tool budget, or the window's share). Below ~250 tokens the header and the
-        next calls alone are more; the preview then shrinks to nothing and the reference says so."""
+        next calls alone are more: the reference then takes its short wording (see `clip`)."""
         tokens = min(self.reference_tokens, limit)
         return tokens if self.counter.exact else int(tokens * 0.9)
 
@@ -91,7 +91,7 @@ class ReferenceBuilder:
         shape; a shrunk preview that leaves room is grown into it, twice at most (see GROW_ROOM).
         """
         measure = self.measure
-        ref.preview, ref.omitted, ref.shape_text, ref.hints = "", "", "", []
+        ref.preview, ref.omitted, ref.shape_text, ref.hints, ref.terse = "", "", "", [], False
         # The header alone is sized by the counter, not the real tokenizers (two encodes, ~0.5 ms): it is
         # prose, numbers and one id, which the estimate prices at or above both; the whole is checked below.
         # The preview's label and the sentence of what it leaves out come on top: sized here with this
@@ -180,24 +180,70 @@ class ReferenceBuilder:
             _restore(ref, richer)
             return
         self.clip(ref, target)
+        if ref.terse and not ref.preview:
+            self._refill(ref, detected, data, target)
+
+    def _refill(self, ref: Reference, detected: Detected, data: bytes, target: int) -> None:
+        """A preview in the room the short wording left, if it is worth one (and fits)."""
+        room = target - self.measure(ref.render()) - 10
+        empty = (ref.preview, ref.truncated, ref.omitted)
+        for _attempt in range(2):
+            if room < MIN_PREVIEW:
+                break
+            preview = build_preview(detected, data, room, self.counter.count, max_lines=self.grep_max_lines)
+            ref.preview, ref.truncated, ref.omitted = preview.text, preview.truncated, preview.omitted
+            if all(line.startswith("…") or not line.strip(" []{},") for line in preview.text.splitlines()):
+                break  # brackets and markers of what is left out say no more than the sentence saying so
+            over = self.measure(ref.render()) - target
+            if over <= 0:
+                return
+            room -= over + 10
+        ref.preview, ref.truncated, ref.omitted = empty
 
     def clip(self, ref: Reference, target: int) -> None:
-        """Last resort: cut the preview (then the stderr preview) to what the rest of the text leaves."""
+        """Last resort: cut the preview, then the stderr preview, to what the rest of the text leaves.
+
+        When the full wording is over even with neither (a budget of ~250 tokens and below), the hints
+        and the shape go, then the reference takes its short wording (`Reference.terse`), and the
+        stderr is cut again from what it was, into the room that leaves: stdout's preview, already
+        cut to nothing, gets what is left after it (`_refill`), so an error on stderr keeps its place.
+        """
+        stderr = (ref.stderr, ref.stderr_truncated, list(ref.notes))
+        self._cut(ref, target, ("preview", "stderr"))
+        if self.measure(ref.render()) <= target or not ref.stored:
+            return
+        ref.hints, ref.shape_text = [], ""
+        if self.measure(ref.render()) <= target:
+            return
+        ref.terse = True
+        ref.stderr, ref.stderr_truncated, ref.notes = stderr
+        if not ref.preview:  # what was left out, in one sentence: all of it
+            ref.omitted = "none of it is shown here (the reference budget leaves no room)"
+        self._cut(ref, target, ("preview", "stderr"))
+
+    def _cut(self, ref: Reference, target: int, names: tuple[str, ...]) -> None:
+        """Cut each field in turn until the reference fits: by what it is over, again if the note that
+        says so tipped it over."""
         measure = self.measure
-        for field in ("preview", "stderr"):
-            value = getattr(ref, field)
-            over = measure(ref.render()) - target
-            if over <= 0 or not value:
-                return
-            kept = clip_to_budget(value, max(measure(value) - over - 10, 0), measure, whole_lines=True)
-            note = f"{field} cut to {len(kept):,} of {len(value):,} chars to fit the reference budget"
-            setattr(ref, field, kept)
-            if field == "preview":
-                ref.truncated = True
-                ref.omitted = f"{ref.omitted}; {note}" if ref.omitted else note
-            else:
-                ref.stderr_truncated = True
-                ref.notes = [*ref.notes, note]
+        for name in names:
+            whole = getattr(ref, name) or ""
+            said = ref.omitted if name == "preview" else list(ref.notes)
+            for _attempt in range(4):
+                over = measure(ref.render()) - target
+                if over <= 0:
+                    return
+                value = getattr(ref, name)
+                if not value:
+                    break
+                kept = clip_to_budget(value, max(measure(value) - over - 10, 0), measure, whole_lines=True)
+                note = f"{name} cut to {len(kept):,} of {len(whole):,} chars to fit the reference budget"
+                setattr(ref, name, kept)
+                if name == "preview":
+                    ref.truncated = True
+                    ref.omitted = f"{said}; {note}" if said else note
+                else:
+                    ref.stderr_truncated = True
+                    ref.notes = [*said, note]
 
     def stderr_preview(self, tool: str, stderr: bytes, share: int, cap: int) -> Reference:
         detected = detect(stderr, None)

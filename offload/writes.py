@@ -10,7 +10,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from . import workers
 from .content import Detected
@@ -47,11 +47,10 @@ class PendingWrite:
     """
 
     def __init__(self, offloader: Offloader, data: bytes, *,
-                 companions: list[tuple[dict[str, Any], bytes, str]] = ()):
+                 companions: Sequence[tuple[dict[str, Any], bytes, str]] = ()):
         self.offloader, self.data = offloader, data
         # artifacts stored with the result's row, in its transaction (its stderr); making room keeps them
         self.companions = list(companions)
-        self.protect = [row["id"] for row, _, _ in self.companions]
         self.chunks: Future = Future()  # the caller's `chunk_bytes(data)`
         self.detected: Future = Future()
         self._sha256: Future = Future()
@@ -70,7 +69,7 @@ class PendingWrite:
             self._sha256.set_exception(exc)
             raise
         self._sha256.set_result(sha256)
-        self.offloader.store.put_content(self.data, sha256, make_room=self.protect, item_index=self.index,
+        self.offloader.store.put_content(self.data, sha256, make_room=[], item_index=self.index,
                                          chunks=self.chunks.result())
 
     def sha256(self) -> str:

@@ -505,6 +505,71 @@ def test_every_json_layout_shows_an_entry_within_budget(tmp_path, real_count, la
     assert len(ref.hints) >= 2
 
 
+TINY = {  # results whose full wording alone is over ~250 tokens: long header, stderr, hints, next calls
+    "nested json": ("http_get", lambda: json.dumps({"meta": {"page": 1}, "data": {"files": _table_rows()}}).encode()),
+    "shell with stderr": ("bash", lambda: subprocess.run(f"cat {STDLIB}/a*.py >&2; cat {STDLIB}/[bc]*.py; exit 2",
+                                                         shell=True, capture_output=True, check=False)),
+    "grep": KINDS["grep"][:2],
+    "long tool name": ("mcp__" + "t" * 195, build_log),
+}
+
+
+@pytest.mark.parametrize("budget", [200, 250, 300])
+@pytest.mark.parametrize("name", list(TINY))
+def test_a_reference_within_a_tiny_budget_takes_the_short_wording(tmp_path, real_count, name, budget):
+    """At 200-250 tokens the header, the omitted sentence and the next calls alone went over, by up to
+    45%; then the hints and shape give way, and the wording shortens. Same facts, same calls."""
+    tool, make = TINY[name]
+    result = make()
+    data = result.stdout if name == "shell with stderr" else result
+    off = Offloader(f"sqlite:///{tmp_path / 's.db'}", reference_tokens=budget)
+    ref = off.process(tool, result)
+    text = assert_reference(ref, data, real_count, budget)
+    assert f"{len(data):,} bytes" in text and f"{line_count(data):,} line" in text
+    assert f'fetch_slice(artifact_id="{ref.artifact_id}"' in text and "query_artifact(" in text
+    if not ref.preview:  # what was left out: all of it, said so
+        assert "None of it is shown here" in text or "not shown" in ref.omitted, text
+    if name == "shell with stderr":
+        assert "Exit code: 2." in text and ref.stderr_artifact_id in text
+        assert raw(off, ref.stderr_artifact_id) == result.stderr
+    if ref.terse:
+        assert "terse" not in ref.to_dict()
+        page = off.fetch_slice(ref.artifact_id, offset=0, limit=3)  # the call it names works
+        assert page["content"] and data.decode(errors="replace").startswith(page["content"])
+    elif budget == 200:
+        raise AssertionError(f"the full wording fitted 200 tokens:\n{text}")
+
+
+@pytest.mark.parametrize("budget", [200, 250, 300])
+def test_a_short_stderr_cut_to_fit_a_tiny_reference_is_stored_whole(tmp_path, real_count, budget):
+    """Eight lines of stderr travel whole in the reference, unstored; when a tiny budget cuts them,
+    they are stored with the result (they were lost: only the cut preview was kept), and the stderr
+    keeps its room before stdout's preview gets any."""
+    stderr = "".join(f"error {i}: a thing failed in module_{i}.py\n" for i in range(8))
+    result = {"stdout": "".join(f"out {i} {'x' * 60}\n" for i in range(3_500)), "stderr": stderr, "exit_code": 1}
+    off = Offloader(f"sqlite:///{tmp_path / 's.db'}", reference_tokens=budget)
+    ref = off.process("bash", result)
+    text = assert_reference(ref, result["stdout"].encode(), real_count, budget)
+    if ref.stderr_artifact_id is None:
+        assert ref.stderr == stderr.rstrip("\n") or ref.stderr == stderr
+    else:
+        assert ref.stderr_artifact_id in text and raw(off, ref.stderr_artifact_id) == stderr.encode()
+    assert ref.stderr.startswith("error 0: a thing failed") or not ref.preview, text
+
+
+@pytest.mark.parametrize("tool", ["bash", "mcp__" + "t" * 123])
+def test_the_short_wording_is_only_for_budgets_the_full_one_cannot_fit(tmp_path, tool):
+    """A cut preview's note (~15 tokens) tipped references a few tokens over, and they took the short
+    wording at 600 tokens with hundreds to spare: 39 of 60 shell results with stderr."""
+    off = Offloader(f"sqlite:///{tmp_path / 's.db'}", reference_tokens=600)
+    files = sorted(STDLIB.glob("*.py"))
+    for at in range(0, 40, 8):
+        out = b"".join(path.read_bytes() for path in files[at:at + 6])
+        err = b"".join(path.read_bytes() for path in files[at + 6:at + 8])
+        ref = off.process(tool, {"stdout": out, "stderr": err, "exit_code": 1})
+        assert ref.stored and not ref.terse, ref.render()
+
+
 def test_shell_huge_stdout_keeps_a_short_stderr_error_and_the_exit_code(sqlite_url, real_count):
     off = Offloader(sqlite_url)
     done = subprocess.run(f"cat {STDLIB}/*.py; echo 'fatal: unable to read config: Permission denied' >&2; exit 3",

@@ -9,6 +9,7 @@ import stat
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Callable
 
 import pytest
@@ -792,3 +793,55 @@ def test_a_row_that_never_comes_stores_nothing(store_url):
     assert not store.has_content(sha)  # the chunks written before the row was asked for are rolled back
     assert store.list("")[0] == []
     store.close()
+
+
+@pytest.mark.postgres
+def test_a_shell_put_with_known_stderr_and_a_gc_do_not_deadlock(pg_database):
+    """A put that share-locked its stderr's content (stored before, by another artifact) then waited
+    for gc's lock near the quota, while a gc holding that lock waited to drop the same content:
+    PostgreSQL broke the deadlock by failing one of them (found in review)."""
+    import threading
+
+    from conftest import pg_schema_url
+    from offload import Offloader
+
+    url = pg_schema_url(pg_database)
+    stderr = b"".join(b"npm WARN deprecated package-%d@1.0.0: please upgrade %s\n" % (i, b"w" * 30) for i in range(3000))
+    stdout = b"".join(b"out %d %s\n" % (i, b"x" * 60) for i in range(3000))
+    writer, collector = Offloader(url, quota_bytes=480_000), Offloader(url)
+    writer.process("read", stderr)  # the stderr's content, stored by an earlier artifact
+    store = writer.store
+    insert = store._insert_artifact
+    paused, go = threading.Event(), threading.Event()
+
+    def pausing(conn, given, sha, info):
+        insert(conn, given, sha, info)
+        if given["tool"] == "bash:stderr":
+            paused.set()
+            go.wait(10)
+
+    store._insert_artifact = pausing
+    results = {}
+
+    def put():
+        results["ref"] = writer.process("bash", {"stdout": stdout, "stderr": stderr, "exit_code": 1})
+
+    def gc():
+        try:
+            results["gc"] = collector.gc(quota_bytes=0)
+        except Exception as exc:  # noqa: BLE001 - the deadlock victim
+            results["gc"] = exc
+
+    putting = threading.Thread(target=put)
+    putting.start()
+    assert paused.wait(10)
+    collecting = threading.Thread(target=gc)
+    collecting.start()
+    time.sleep(1.0)  # the gc now waits for the put (for its lock, or its content)
+    go.set()
+    putting.join(30)
+    collecting.join(30)
+    assert results["ref"].stored, results["ref"].error
+    assert not isinstance(results["gc"], Exception), results["gc"]
+    writer.close()
+    collector.close()

@@ -129,6 +129,11 @@ class Store:
         keep = None if make_room is None else [*make_room, *(given["id"] for given, _, _ in companions)]
 
         def write(conn: Connection) -> ContentInfo:
+            if companions and self.quota_bytes is not None:
+                # before any content is share-locked (`_content(to_use=True)`): a put holding one that then
+                # waited for gc's lock near the quota, while a gc holding that lock waited for the same
+                # content, deadlocked (PostgreSQL)
+                gc_lock(conn)
             for given, companion, companion_sha in companions:
                 self._insert_artifact(conn, given, companion_sha, self._content(conn, companion_sha, to_use=True)
                                       or self._insert_content(conn, companion, companion_sha, None, make_room=keep))
@@ -137,7 +142,7 @@ class Store:
             self._insert_artifact(conn, row() if callable(row) else row, sha256, info)
             return info
 
-        return self._written(write)
+        return self._written(write, attempts=2 + len(companions))
 
     @staticmethod
     def _insert_artifact(conn: Connection, given: dict[str, Any], sha256: str, info: ContentInfo) -> None:
@@ -167,14 +172,15 @@ class Store:
             not_beside_gc(conn)
             drop_orphans(conn, [sha256])
 
-    def _written(self, write: Callable[[Connection], ContentInfo]) -> ContentInfo:
-        for attempt in range(2):
+    def _written(self, write: Callable[[Connection], ContentInfo], attempts: int = 2) -> ContentInfo:
+        for attempt in range(1, attempts + 1):
             try:
                 with self._write() as conn:
                     return write(conn)
             except sa.exc.IntegrityError:
-                # another writer stored the same content first (PostgreSQL): it is there now
-                if attempt:
+                # another writer stored the same content first (PostgreSQL): it is there now (once for
+                # each content the write inserts)
+                if attempt == attempts:
                     raise
         raise AssertionError("unreachable")
 
