@@ -129,20 +129,40 @@ class Store:
         keep = None if make_room is None else [*make_room, *(given["id"] for given, _, _ in companions)]
 
         def write(conn: Connection) -> ContentInfo:
-            if companions and self.quota_bytes is not None:
-                # before any content is share-locked (`_content(to_use=True)`): a put holding one that then
-                # waited for gc's lock near the quota, while a gc holding that lock waited for the same
-                # content, deadlocked (PostgreSQL)
-                gc_lock(conn)
-            for given, companion, companion_sha in companions:
-                self._insert_artifact(conn, given, companion_sha, self._content(conn, companion_sha, to_use=True)
-                                      or self._insert_content(conn, companion, companion_sha, None, make_room=keep))
-            info = (self._content(conn, sha256, to_use=True)
-                    or self._insert_content(conn, data, sha256, item_index, chunks, keep))
+            if not companions:
+                info = (self._content(conn, sha256, to_use=True)
+                        or self._insert_content(conn, data, sha256, item_index, chunks, keep))
+            else:
+                infos = self._contents(conn, [(companion, companion_sha, None, None)
+                                              for _, companion, companion_sha in companions]
+                                       + [(data, sha256, item_index, chunks)], keep)
+                for given, _, companion_sha in companions:
+                    self._insert_artifact(conn, given, companion_sha, infos[companion_sha])
+                info = infos[sha256]
             self._insert_artifact(conn, row() if callable(row) else row, sha256, info)
             return info
 
         return self._written(write, attempts=2 + len(companions))
+
+    def _contents(self, conn: Connection, parts: list[tuple[Any, str, Any, Any]],
+                  keep: list[str] | None) -> dict[str, ContentInfo]:
+        """Store each `(data, sha256, item_index, chunks)` not stored yet, and hold the others for the
+        artifacts about to use them.
+
+        New content first: its quota check near the quota takes gc's lock, and on PostgreSQL that must
+        come before any content is share-locked (`_content(to_use=True)`): a gc holding the lock and
+        waiting to drop a content this put held deadlocked with it (found in review). One stored
+        before, that a gc drops between the two looks, is stored again at the end.
+        """
+        infos: dict[str, ContentInfo] = {}
+        for data, sha256, item_index, cut in parts:
+            if sha256 not in infos and self._content(conn, sha256) is None:
+                infos[sha256] = self._insert_content(conn, data, sha256, item_index, cut, keep)
+        for data, sha256, item_index, cut in parts:
+            if sha256 not in infos:
+                infos[sha256] = (self._content(conn, sha256, to_use=True)
+                                 or self._insert_content(conn, data, sha256, item_index, cut, keep))
+        return infos
 
     @staticmethod
     def _insert_artifact(conn: Connection, given: dict[str, Any], sha256: str, info: ContentInfo) -> None:
