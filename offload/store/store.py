@@ -122,9 +122,9 @@ class Store:
         it first collects what `gc` would to make room for it, in its own transaction, keeping pinned
         artifacts and those `make_room` names (see `_check_quota`).
 
-        `companions` are artifacts `(row, data, sha256)` stored first in the same transaction: the
-        stderr that a shell result's reference names. Stored in a transaction of its own before, it
-        could be evicted by another writer making room before the row naming it was stored.
+        `companions` are artifacts `(row, data, sha256)` stored in the same transaction, their rows
+        before `row`: the stderr that a shell result's reference names. Stored in a transaction of its
+        own before, it could be evicted by another writer making room before the row naming it was.
         """
         keep = None if make_room is None else [*make_room, *(given["id"] for given, _, _ in companions)]
 
