@@ -180,7 +180,7 @@ class Offloader:
                 self.counter.count(payload.stderr, "text") + 10, half)
             stderr_ref = references.stderr_preview(tool, payload.stderr, stderr_share, half)
             if stderr_ref.truncated:
-                # stored whole, in the transaction that stores the result, whose reference names it
+                # stored whole with the result, whose reference names it (`PendingWrite.finish`)
                 stderr_ref.artifact_id = new_id("art_")
                 companions.append((self._row(stderr_ref, tool + ":stderr", args, session, None),
                                    payload.stderr, stderr_ref.sha256))

@@ -49,7 +49,7 @@ class PendingWrite:
     def __init__(self, offloader: Offloader, data: bytes, *,
                  companions: Sequence[tuple[dict[str, Any], bytes, str]] = ()):
         self.offloader, self.data = offloader, data
-        # artifacts stored with the result's row, in its transaction (its stderr); making room keeps them
+        # artifacts stored just before the result's row (its stderr, see `finish`); making room keeps them
         self.companions = list(companions)
         self.chunks: Future = Future()  # the caller's `chunk_bytes(data)`
         self.detected: Future = Future()
@@ -79,14 +79,28 @@ class PendingWrite:
         return item_index(self.detected.result(), self.data)
 
     def finish(self, row: dict[str, Any]) -> None:
-        """Wait for the content, then store the artifact row with its companions (and the content
-        again, if gc took it, or all of it, for a small result)."""
+        """Wait for the content, then store the companions, each in a transaction of its own, and the
+        artifact row (and the content again, if gc took it, or all of it, for a small result).
+
+        The companions come now, once the reference is built, not before it: stored first, a gc
+        making room meanwhile could evict the stderr the reference then named. Stored with the row,
+        in one transaction, the quota checks of two contents deadlocked writers near the quota on
+        PostgreSQL (22 of 72 shell puts in 4 processes lock-timed out)."""
         if self.done is not None:
             self.done.result()
+        store, stored = self.offloader.store, []
         try:
-            self.offloader.store.put(row, self.data, self.sha256(), make_room=[], item_index=self.index,
-                                     chunks=self.chunks.result(), companions=self.companions)
+            for given, data, sha256 in self.companions:
+                store.put(given, data, sha256, make_room=stored)
+                stored.append(given["id"])
+            store.put(row, self.data, self.sha256(), make_room=stored, item_index=self.index,
+                      chunks=self.chunks.result())
         except BaseException:
+            for artifact_id in stored:  # nothing may point at them now
+                try:
+                    store.delete(artifact_id, row["namespace"])
+                except Exception:  # noqa: BLE001 - best effort; gc collects it when it expires
+                    log.warning("could not remove the stderr artifact %s of an unstored result", artifact_id)
             if self.done is not None:
                 self._discard()  # the content written ahead would belong to no artifact
             raise

@@ -797,9 +797,10 @@ def test_a_row_that_never_comes_stores_nothing(store_url):
 
 @pytest.mark.postgres
 def test_a_shell_put_with_known_stderr_and_a_gc_do_not_deadlock(pg_database):
-    """A put that share-locked its stderr's content (stored before, by another artifact) then waited
-    for gc's lock near the quota, while a gc holding that lock waited to drop the same content:
-    PostgreSQL broke the deadlock by failing one of them (found in review)."""
+    """A gc beside a shell put whose stderr's content was stored before, by another artifact: stored
+    in one transaction with the result's, a put share-locked that content, then waited for gc's lock
+    near the quota while the gc held it and waited to drop the content (PostgreSQL failed one: found
+    in review). The stderr is now stored in its own transaction, just before the result's."""
     import threading
 
     from conftest import pg_schema_url
@@ -811,16 +812,17 @@ def test_a_shell_put_with_known_stderr_and_a_gc_do_not_deadlock(pg_database):
     writer, collector = Offloader(url, quota_bytes=480_000), Offloader(url)
     writer.process("read", stderr)  # the stderr's content, stored by an earlier artifact
     store = writer.store
-    insert = store._insert_artifact
+    original = store.put
     paused, go = threading.Event(), threading.Event()
 
-    def pausing(conn, given, sha, info):
-        insert(conn, given, sha, info)
-        if given["tool"] == "bash:stderr":
+    def pausing(row, *args, **kwargs):
+        info = original(row, *args, **kwargs)
+        if not callable(row) and row["tool"] == "bash:stderr":
             paused.set()
             go.wait(10)
+        return info
 
-    store._insert_artifact = pausing
+    store.put = pausing
     results = {}
 
     def put():

@@ -13,7 +13,7 @@ import hashlib
 import threading
 import time
 from contextlib import contextmanager
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 import orjson
@@ -110,8 +110,7 @@ class Store:
 
     def put(self, row: dict[str, Any] | Callable[[], dict[str, Any]], data: bytes | Iterable[bytes], sha256: str,
             *, item_index: ItemIndex | Callable[[], ItemIndex | None] | None = None,
-            chunks: list[Chunk] | None = None, make_room: Iterable[str] | None = None,
-            companions: Sequence[tuple[dict[str, Any], bytes, str]] = ()) -> ContentInfo:
+            chunks: list[Chunk] | None = None, make_room: Iterable[str] | None = None) -> ContentInfo:
         """Store `data` (unless identical content is already stored) and the artifact `row`, atomically.
 
         `row` holds the artifacts columns except the content's sizes, which are filled in here; it may be
@@ -121,56 +120,19 @@ class Store:
         caller has them. Over the quota the put fails (QuotaExceeded), unless `make_room` is given: then
         it first collects what `gc` would to make room for it, in its own transaction, keeping pinned
         artifacts and those `make_room` names (see `_check_quota`).
-
-        `companions` are artifacts `(row, data, sha256)` stored in the same transaction, their rows
-        before `row`: the stderr that a shell result's reference names. Stored in a transaction of its
-        own before, it could be evicted by another writer making room before the row naming it was.
         """
-        keep = None if make_room is None else [*make_room, *(given["id"] for given, _, _ in companions)]
-
         def write(conn: Connection) -> ContentInfo:
-            if not companions:
-                info = (self._content(conn, sha256, to_use=True)
-                        or self._insert_content(conn, data, sha256, item_index, chunks, keep))
-            else:
-                infos = self._contents(conn, [(companion, companion_sha, None, None)
-                                              for _, companion, companion_sha in companions]
-                                       + [(data, sha256, item_index, chunks)], keep)
-                for given, _, companion_sha in companions:
-                    self._insert_artifact(conn, given, companion_sha, infos[companion_sha])
-                info = infos[sha256]
-            self._insert_artifact(conn, row() if callable(row) else row, sha256, info)
+            info = (self._content(conn, sha256, to_use=True)
+                    or self._insert_content(conn, data, sha256, item_index, chunks, make_room))
+            given = row() if callable(row) else row
+            now = utcnow()
+            full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
+                    **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
+                    "lines": info.lines, "items": info.items}
+            conn.execute(_INSERT_ARTIFACT, full)  # parameters apart: the compiled statement is reused
             return info
 
-        return self._written(write, attempts=2 + len(companions))
-
-    def _contents(self, conn: Connection, parts: list[tuple[Any, str, Any, Any]],
-                  keep: list[str] | None) -> dict[str, ContentInfo]:
-        """Store each `(data, sha256, item_index, chunks)` not stored yet, and hold the others for the
-        artifacts about to use them.
-
-        New content first: its quota check near the quota takes gc's lock, and on PostgreSQL that must
-        come before any content is share-locked (`_content(to_use=True)`): a gc holding the lock and
-        waiting to drop a content this put held deadlocked with it (found in review). One stored
-        before, that a gc drops between the two looks, is stored again at the end.
-        """
-        infos: dict[str, ContentInfo] = {}
-        for data, sha256, item_index, cut in parts:
-            if sha256 not in infos and self._content(conn, sha256) is None:
-                infos[sha256] = self._insert_content(conn, data, sha256, item_index, cut, keep)
-        for data, sha256, item_index, cut in parts:
-            if sha256 not in infos:
-                infos[sha256] = (self._content(conn, sha256, to_use=True)
-                                 or self._insert_content(conn, data, sha256, item_index, cut, keep))
-        return infos
-
-    @staticmethod
-    def _insert_artifact(conn: Connection, given: dict[str, Any], sha256: str, info: ContentInfo) -> None:
-        now = utcnow()
-        full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
-                **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
-                "lines": info.lines, "items": info.items}
-        conn.execute(_INSERT_ARTIFACT, full)  # parameters apart: the compiled statement is reused
+        return self._written(write)
 
     def put_content(self, data: bytes | Iterable[bytes], sha256: str, *,
                     item_index: ItemIndex | Callable[[], ItemIndex | None] | None = None,
@@ -192,15 +154,14 @@ class Store:
             not_beside_gc(conn)
             drop_orphans(conn, [sha256])
 
-    def _written(self, write: Callable[[Connection], ContentInfo], attempts: int = 2) -> ContentInfo:
-        for attempt in range(1, attempts + 1):
+    def _written(self, write: Callable[[Connection], ContentInfo]) -> ContentInfo:
+        for attempt in range(2):
             try:
                 with self._write() as conn:
                     return write(conn)
             except sa.exc.IntegrityError:
-                # another writer stored the same content first (PostgreSQL): it is there now (once for
-                # each content the write inserts)
-                if attempt == attempts:
+                # another writer stored the same content first (PostgreSQL): it is there now
+                if attempt:
                     raise
         raise AssertionError("unreachable")
 
