@@ -53,6 +53,12 @@ class InvalidArgument(OffloadError):
     code = "invalid_argument"
 
 
+class InvalidSetting(InvalidArgument, ValueError):
+    """A setting (code argument, OFFLOAD_* variable or config file) that cannot work."""
+
+    code = "invalid_setting"
+
+
 class QueryError(InvalidArgument):
     code = "invalid_query"
 

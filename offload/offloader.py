@@ -23,7 +23,7 @@ from .errors import InvalidArgument, StoreError
 from .jsontext import dumps
 from .reference import Reference
 from .results import Payload, cheap_fits, to_payload
-from .settings import Settings
+from .settings import Settings, load_settings
 from .store import Store, new_id, open_engine, utcnow
 from . import workers
 from .content import Detected, gc_paused, pause_gc, resume_gc
@@ -53,7 +53,7 @@ class Offloader:
                             + (f" (did you mean {close[0]!r}?)" if close else "")
                             + f"; the settings are {', '.join(sorted(Settings.model_fields))}")
         given = {k: v for k, v in {"url": url, "namespace": namespace, **settings}.items() if v is not None}
-        self.settings = Settings(**given)
+        self.settings = load_settings(**given)
         self.namespace = self.settings.namespace
         self.counter = TokenCounter(self.settings.tokenizer)
         self.references = ReferenceBuilder(self.counter, self.settings.reference_tokens,

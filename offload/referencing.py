@@ -27,7 +27,7 @@ MIN_PREVIEW = 40  # tokens: below this a preview says nothing useful
 # hints came on top of a first budget sized for the header alone, and each shrink keeps a margin. A
 # nested JSON document at the default 800 tokens showed no item at all that way, with 38 tokens unused.
 # Room of at least this many tokens is given back to the preview in another attempt (kept if it fits),
-# never as big as a budget that went over with the same hints and shape.
+# never as big as a budget that went over with the same hints and shape, nor more than halfway to it.
 GROW_ROOM = 15
 _FITTED = ("preview", "truncated", "omitted", "shape", "extra", "shape_text", "items", "items_path", "hints")
 
@@ -148,7 +148,10 @@ class ReferenceBuilder:
                     preview_budget = max(preview_budget + freed - over - 5, MIN_PREVIEW)
                     too_big, grows = math.inf, 0
                     continue
-                grown = min(preview_budget - over - 5, too_big - 1)  # never as big as a budget that went over
+                # never as big as a budget that went over, nor more than halfway to it: a JSON preview grows by
+                # whole items, and the jump into all the room left can take one item too many
+                grown = min(preview_budget - over - 5, too_big - 1,
+                            preview_budget + (too_big - preview_budget) // 2 if too_big < math.inf else math.inf)
                 if grows < 2 and attempt > 0 and ref.truncated and -over >= GROW_ROOM and grown > preview_budget:
                     # a preview shrunk by what an attempt was over, with margins, can leave room: grow into it
                     fitted, grows = (_snapshot(ref), shows, over, preview_budget), grows + 1

@@ -12,8 +12,10 @@ import os
 from pathlib import Path
 from typing import Any
 
-from pydantic import Field
+from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+
+from .errors import InvalidSetting
 
 # Defaults from current practice (tokens): see DESIGN.md and the issue that set them.
 DEFAULT_LIMITS: dict[str, int] = {
@@ -24,6 +26,12 @@ DEFAULT_LIMITS: dict[str, int] = {
     "glob": 2000,
     "default": 4000,
 }
+
+# The least a reference takes (its short wording: exact sizes, the artifact id, the next calls; a long
+# tool name and a shell result's exit code and stderr artifact included), measured with o200k_base and
+# cl100k_base. A limit below it would replace a result with a reference about as big, and a reference
+# could not keep within it: such a limit, or a window whose share is below it, is refused.
+MIN_LIMIT = 200
 
 DEFAULT_ALIASES: dict[str, str] = {
     "read_file": "read", "read_text_file": "read", "cat": "read",
@@ -48,6 +56,32 @@ def config_file() -> Path | None:
     return user if user.exists() else None
 
 
+def too_small(floor: int) -> str:
+    """Why a limit below `floor` is refused, and what would work (said by settings and `--limit`)."""
+    return (f"a result over a limit below {floor} tokens would become a reference about as big (the least "
+            f"a reference takes: sizes, artifact id, next calls); use at least {floor}")
+
+
+def load_settings(**given: Any) -> "Settings":
+    """Settings from code arguments, the environment and the config file; a value that cannot work is an
+    InvalidSetting naming the setting, the variable that sets it, and what would work."""
+    try:
+        return Settings(**given)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            loc = [str(part) for part in error["loc"]]
+            name = ".".join(loc)
+            env = ("OFFLOAD_LIMIT_" + (loc[1].upper() if len(loc) > 1 else "<TOOL>") if loc[:1] == ["limits"]
+                   else f"OFFLOAD_{loc[0].upper()}" if loc else "")
+            message = error["msg"].removeprefix("Value error, ")
+            got = f" (got {error['input']!r})" if loc and not isinstance(error["input"], dict) else ""
+            problems.append(f"{name}{f' ({env})' if env else ''}: {message}{got}" if name else message)
+        path = config_file()
+        where = f"; the config file read is {path}" if path else ""
+        raise InvalidSetting(f"invalid setting — {'; '.join(problems)}{where}") from None
+
+
 class _ToolLimitEnv(PydanticBaseSettingsSource):
     """OFFLOAD_LIMIT_<TOOL>=<tokens> → limits[<tool>] (lower-cased)."""
 
@@ -58,7 +92,11 @@ class _ToolLimitEnv(PydanticBaseSettingsSource):
         limits = {}
         for key, value in os.environ.items():
             if key.startswith("OFFLOAD_LIMIT_") and value.strip():
-                limits[key[len("OFFLOAD_LIMIT_"):].lower()] = int(value)
+                try:
+                    limits[key[len("OFFLOAD_LIMIT_"):].lower()] = int(value)
+                except ValueError:
+                    raise InvalidSetting(f"{key}={value!r}: a tool's limit is a whole number of tokens "
+                                         f"(at least {MIN_LIMIT})") from None
         return {"limits": limits} if limits else {}
 
 
@@ -72,9 +110,9 @@ class Settings(BaseSettings):
     limits: dict[str, int] = Field(default_factory=dict,
                                    description="Per-tool token budgets, by tool name or alias target; merged over the defaults.")
     aliases: dict[str, str] = Field(default_factory=dict, description="Extra tool-name aliases (name or glob → budget key).")
-    reference_tokens: int = Field(800, ge=200, description="Budget of a whole reference, in tokens.")
+    reference_tokens: int = Field(800, ge=MIN_LIMIT, description="Budget of a whole reference, in tokens.")
     grep_max_lines: int = Field(200, ge=1, description="At most this many grep lines in a preview.")
-    window_tokens: int | None = Field(None, description="The model's context window, when known.")
+    window_tokens: int | None = Field(None, gt=0, description="The model's context window, when known.")
     window_share: float = Field(0.30, gt=0, le=1, description="No single result takes more than this share of the window.")
     slice_tokens: int = Field(4000, ge=100, description="Budget of one fetch_slice page.")
     query_tokens: int = Field(4000, ge=100, description="Budget of an inline query result; larger ones are stored.")
@@ -88,6 +126,22 @@ class Settings(BaseSettings):
     api_tokens: dict[str, str | None] = Field(default_factory=dict,
                                               description="HTTP API tokens: token → namespace it is scoped to "
                                                           "(null: any). Required to serve off loopback.")
+
+    @field_validator("limits")
+    @classmethod
+    def _limits_hold_a_reference(cls, limits: dict[str, int]) -> dict[str, int]:
+        low = {tool: tokens for tool, tokens in limits.items() if tokens < MIN_LIMIT}
+        if low:
+            raise ValueError(f"{', '.join(f'{t}={n}' for t, n in low.items())}: {too_small(MIN_LIMIT)}")
+        return limits
+
+    @model_validator(mode="after")
+    def _window_share_holds_a_reference(self) -> "Settings":
+        cap = self.window_cap
+        if cap is not None and cap < MIN_LIMIT:
+            raise ValueError(f"window_tokens={self.window_tokens:,} × window_share={self.window_share} allows "
+                             f"{cap} tokens a result: {too_small(MIN_LIMIT)} (is the window given in tokens?)")
+        return self
 
     @classmethod
     def settings_customise_sources(cls, settings_cls, init_settings, env_settings, dotenv_settings,

@@ -171,7 +171,7 @@ def raw_lines() -> None:
               "params": {"level": "info", "data": f"answering {request['method']}"}})
         if request["method"] == "tools/call":
             send({"jsonrpc": "2.0", "id": request["id"],
-                  "result": {"content": [{"type": "text", "text": "last words"}]}}, end=b"")
+                  "result": {"content": [{"type": "text", "text": "last words " * 25}]}}, end=b"")
             return
         result = {"protocolVersion": request["params"]["protocolVersion"], "capabilities": {"tools": {}},
                   "serverInfo": {"name": "raw-lines", "version": "1"}} if request["method"] == "initialize" else {}

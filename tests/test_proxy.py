@@ -268,7 +268,7 @@ def test_upstream_crash_answers_at_once_and_stored_results_stay_readable(sqlite_
     assert page.structured_content["content"] == "0019999 " + "abcdefghij" * (1 + 19999 % 7)
 
 
-@pytest.mark.parametrize("options", [[], ["--limit", "t=5"]], ids=["within-budget", "checked-against-budget"])
+@pytest.mark.parametrize("options", [[], ["--limit", "t=200"]], ids=["within-budget", "checked-against-budget"])
 def test_each_message_reaches_the_client_on_its_own_line_whatever_the_upstream_ends_lines_with(sqlite_url, options):
     """An upstream that ends its lines in CRLF and exits after an answer without a newline: that answer must
     not be glued to the next message (the client would drop both), nor any line get a second newline (the
@@ -311,7 +311,7 @@ def test_each_message_reaches_the_client_on_its_own_line_whatever_the_upstream_e
     assert None not in messages and all(line.endswith(b"\n") for line in lines), lines
     assert sorted(message["id"] for message in messages if "id" in message) == [0, 1, 2, 3]
     answer = next(message for message in messages if message.get("id") == 2)
-    assert answer["result"]["content"] == [{"type": "text", "text": "last words"}]
+    assert answer["result"]["content"] == [{"type": "text", "text": "last words " * 25}]  # 275 bytes, ~60 tokens
     logged = [line for line in lines if b"notifications/message" in line]
     assert len(logged) == 3 and all(line.endswith(b"}\r\n") for line in logged)  # passed on byte for byte
 

@@ -17,6 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import InvalidArgument
+from ..settings import MIN_LIMIT, too_small
 from .mcp_server import INSTRUCTIONS  # the same words as `offload mcp`
 from .proxy import HttpUpstream, Relay, StdioUpstream, StdoutWriter, serve_stdio
 
@@ -41,8 +42,8 @@ def budget_settings(base: "Settings", limits: Iterable[str] = (), aliases: Itera
             tokens = int(value)
         except ValueError:
             raise InvalidArgument(f"--limit {name}={value}: the budget must be a whole number of tokens") from None
-        if tokens <= 0:
-            raise InvalidArgument(f"--limit {name}={value}: the budget must be positive")
+        if tokens < MIN_LIMIT:
+            raise InvalidArgument(f"--limit {name}={value}: {too_small(MIN_LIMIT)}")
         merged_limits[name] = tokens
         if any(ch in name for ch in "*?["):
             merged_aliases[name] = name
