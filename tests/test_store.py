@@ -847,3 +847,59 @@ def test_a_shell_put_with_known_stderr_and_a_gc_do_not_deadlock(pg_database):
     assert not isinstance(results["gc"], Exception), results["gc"]
     writer.close()
     collector.close()
+
+
+@pytest.mark.postgres
+def test_a_writer_waiting_for_its_turn_near_the_quota_holds_no_lock_another_thread_needs(pg_database):
+    """Near the quota a writer that may make room waits for gc's lock, held by the writer before it until
+    that one commits. It waited holding the process's count lock, which the writer before needed for a
+    second quota check in its transaction: a cycle PostgreSQL cannot see, broken only by the lock
+    timeout, which failed the waiting put (the root of 22 of 72 stressed shell puts timing out). Now it
+    waits for gc's lock first, and takes the count lock after."""
+    import threading
+
+    from conftest import pg_schema_url
+
+    url = pg_schema_url(pg_database)
+    store = Store(open_engine(url, busy_timeout=3), quota_bytes=100_000)  # the cycle ends in a 3 s timeout
+    _put(store, b"f" * 93_000)  # 93% full: every write that may make room takes its turn
+    results: dict = {}
+    first_in, done = threading.Event(), threading.Event()
+
+    def first():
+        with store._write() as conn:
+            store._check_quota(conn, 1_000, make_room=())  # takes gc's lock until this commits
+            first_in.set()
+            done.wait(10)
+            store._check_quota(conn, 1_000, make_room=())  # a second check in the same transaction
+            results["first"] = "checked twice"
+
+    def second():
+        data = b"s" * 1_000
+        try:
+            store.put(_row(), data, hashlib.sha256(data).hexdigest(), make_room=())
+            results["second"] = "stored"
+        except Exception as exc:  # noqa: BLE001 - the lock timeout of the cycle
+            results["second"] = exc
+
+    writer = threading.Thread(target=first)
+    writer.start()
+    assert first_in.wait(10)
+    waiter = threading.Thread(target=second)
+    waiter.start()
+    watch = sa.create_engine(pg_database)
+    with watch.connect() as conn:  # the second writer is waiting for gc's lock
+        for _ in range(200):
+            if conn.execute(sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' "
+                                    "AND NOT granted")).scalar():
+                break
+            time.sleep(0.05)
+        else:
+            raise AssertionError("the second writer never waited for gc's lock")
+    watch.dispose()
+    done.set()
+    writer.join(30)
+    waiter.join(30)
+    assert results == {"first": "checked twice", "second": "stored"}, results
+    assert store.total_bytes() == 94_000  # the first writer only checked
+    store.close()

@@ -224,49 +224,64 @@ class Store:
         on PostgreSQL failed open that way.
         """
         keep = None if make_room is None else tuple(make_room)
-        with self._used_lock:  # held across the count: a thread holding it is inside its write transaction
-            now = time.monotonic()
-            known = self._used
-            stale = known is None or now - known[0] >= QUOTA_RECOUNT_SECONDS
-            if stale or known[1] + size > self.quota_bytes * QUOTA_NEAR:
-                known = (now, self.total_bytes(conn))
-                # near the quota, writers that may make room take turns even when this one fits: one
-                # that wrote beside a collecting writer would take the room it made
-                if keep is not None and known[1] + size > self.quota_bytes * QUOTA_NEAR and gc_lock(conn):
-                    known = (now, self.total_bytes(conn))  # counted again: what the writer before left
+        # Near the quota, writers that may make room take turns even when this one fits (one that wrote
+        # beside a collecting writer would take the room it made): gc's lock, held until this commits.
+        # It is waited for outside `_used_lock`, which a thread of this process holding gc's lock may
+        # need: waiting for it while holding `_used_lock` made a cycle PostgreSQL cannot see.
+        turn = False
+        while True:
+            if turn:
+                gc_lock(conn)
+            with self._used_lock:  # held across the count: a thread holding it is inside its write transaction
+                now = time.monotonic()
+                known = self._used
+                if turn or known is None or now - known[0] >= QUOTA_RECOUNT_SECONDS or \
+                        known[1] + size > self.quota_bytes * QUOTA_NEAR:
+                    known = (now, self.total_bytes(conn))  # after a turn: what the writer before left
+                    if (not turn and keep is not None and conn.dialect.name == "postgresql"
+                            and known[1] + size > self.quota_bytes * QUOTA_NEAR):
+                        turn = True
+                        continue
+                self._check_counted(conn, size, keep, known)
+                return
+
+    def _check_counted(self, conn: Connection, size: int, keep: tuple[str, ...] | None,
+                       known: tuple[float, int]) -> None:
+        """`_check_quota` once the store is counted (`known`), under `_used_lock`: collect if over and
+        allowed to, refuse if still over, else count this write in."""
+        used = known[1]
+        # A writer whose count is up to a second old (see QUOTA_RECOUNT_SECONDS) may still write
+        # beside the collection and take some of its room: then it collects again, a few times.
+        collected = False
+        for _ in range(3 if keep is not None and size <= self.quota_bytes else 0):
+            if used + size <= self.quota_bytes:
+                break
+            report = GcReport()
+            collect(conn, utcnow(), self.quota_bytes - size, keep, report, room=True)
+            collected = True
+            known = (time.monotonic(), self.total_bytes(conn))
             used = known[1]
-            # A writer whose count is up to a second old (see QUOTA_RECOUNT_SECONDS) may still write
-            # beside the collection and take some of its room: then it collects again, a few times.
-            collected = False
-            for _ in range(3 if keep is not None and size <= self.quota_bytes else 0):
-                if used + size <= self.quota_bytes:
-                    break
-                report = GcReport()
-                collect(conn, utcnow(), self.quota_bytes - size, keep, report, room=True)
-                collected = True
-                known = (time.monotonic(), self.total_bytes(conn))
-                used = known[1]
-                if not report.contents_removed:
-                    break  # nothing more can go
-            # after a collection the count holds evictions this transaction has not committed (a refused
-            # put rolls them back): the next write counts again
-            if used + size > self.quota_bytes:
-                self._used = None if collected else known
-                if size > self.quota_bytes:
-                    raise QuotaExceeded(f"{size:,} bytes are more than the store's whole quota of "
-                                        f"{self.quota_bytes:,} bytes (raise OFFLOAD_QUOTA_BYTES)", size)
-                if collected:
-                    raise QuotaExceeded(
-                        f"storing {size:,} bytes would take the store over its quota of {self.quota_bytes:,} "
-                        f"even with every artifact that may go evicted: {used:,} bytes must stay (pinned "
-                        "artifacts, the call's own, content being written); unpin or delete some, or raise "
-                        "OFFLOAD_QUOTA_BYTES", size)
+            if not report.contents_removed:
+                break  # nothing more can go
+        # after a collection the count holds evictions this transaction has not committed (a refused
+        # put rolls them back): the next write counts again
+        if used + size > self.quota_bytes:
+            self._used = None if collected else known
+            if size > self.quota_bytes:
+                raise QuotaExceeded(f"{size:,} bytes are more than the store's whole quota of "
+                                    f"{self.quota_bytes:,} bytes (raise OFFLOAD_QUOTA_BYTES)", size)
+            if collected:
                 raise QuotaExceeded(
-                    f"storing {size:,} bytes would take the store to {used + size:,} bytes, over its quota of "
-                    f"{self.quota_bytes:,} (`offload gc` evicts the least recently used to make room; pinned "
-                    "artifacts stay: unpin or delete some, or raise OFFLOAD_QUOTA_BYTES)", size)
-            # counted as written even if the write then fails: a sum too high only brings a count sooner
-            self._used = None if collected else (known[0], used + size)
+                    f"storing {size:,} bytes would take the store over its quota of {self.quota_bytes:,} "
+                    f"even with every artifact that may go evicted: {used:,} bytes must stay (pinned "
+                    "artifacts, the call's own, content being written); unpin or delete some, or raise "
+                    "OFFLOAD_QUOTA_BYTES", size)
+            raise QuotaExceeded(
+                f"storing {size:,} bytes would take the store to {used + size:,} bytes, over its quota of "
+                f"{self.quota_bytes:,} (`offload gc` evicts the least recently used to make room; pinned "
+                "artifacts stay: unpin or delete some, or raise OFFLOAD_QUOTA_BYTES)", size)
+        # counted as written even if the write then fails: a sum too high only brings a count sooner
+        self._used = None if collected else (known[0], used + size)
 
     # -- reading metadata -------------------------------------------------------------------
 
