@@ -33,6 +33,13 @@ DEFAULT_LIMITS: dict[str, int] = {
 # could not keep within it: such a limit, or a window whose share is below it, is refused.
 MIN_LIMIT = 200
 
+# The least a fetch_slice or query_artifact page budget may be: a page's envelope (ids, offsets, the next
+# call, and for a cut line or item or a left-out element the sentence that says so) takes up to ~190
+# tokens by o200k/cl100k, the page budget keeps a margin for the heuristic counter, and the rest must still
+# carry content. At 200 a cut page went over (100: 157–186 tokens), and a query page naming a left-out
+# element could not be built at all below ~350.
+MIN_PAGE = 400
+
 DEFAULT_ALIASES: dict[str, str] = {
     "read_file": "read", "read_text_file": "read", "cat": "read",
     "bash": "shell", "sh": "shell", "exec": "shell", "run_command": "shell",
@@ -114,8 +121,8 @@ class Settings(BaseSettings):
     grep_max_lines: int = Field(200, ge=1, description="At most this many grep lines in a preview.")
     window_tokens: int | None = Field(None, gt=0, description="The model's context window, when known.")
     window_share: float = Field(0.30, gt=0, le=1, description="No single result takes more than this share of the window.")
-    slice_tokens: int = Field(4000, ge=100, description="Budget of one fetch_slice page.")
-    query_tokens: int = Field(4000, ge=100, description="Budget of an inline query result; larger ones are stored.")
+    slice_tokens: int = Field(4000, ge=MIN_PAGE, description="Budget of one fetch_slice page.")
+    query_tokens: int = Field(4000, ge=MIN_PAGE, description="Budget of an inline query result; larger ones are stored.")
     ttl_days: float | None = Field(7.0, description="Artifacts expire after this many days (None: never).")
     quota_bytes: int | None = Field(10 * 1024**3, description="Store size quota; gc evicts least recently used above it.")
     busy_timeout: float = Field(30.0, description="Seconds to wait for a busy store (a SQLite write lock, a PostgreSQL "

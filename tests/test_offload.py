@@ -328,6 +328,8 @@ def test_a_reference_fits_the_smallest_limit_allowed(sqlite_url, real_count, too
     ({"window_tokens": 500}, {}, r"window_tokens=500 × window_share=0.3 allows 150 tokens a result"),
     ({"window_tokens": 0}, {}, r"window_tokens \(OFFLOAD_WINDOW_TOKENS\): Input should be greater than 0"),
     ({}, {"OFFLOAD_REFERENCE_TOKENS": "50"}, r"reference_tokens \(OFFLOAD_REFERENCE_TOKENS\): .*200 \(got '50'\)"),
+    ({"slice_tokens": 150}, {}, r"slice_tokens \(OFFLOAD_SLICE_TOKENS\): .*greater than or equal to 400 \(got 150\)"),
+    ({}, {"OFFLOAD_QUERY_TOKENS": "100"}, r"query_tokens \(OFFLOAD_QUERY_TOKENS\): .*to 400 \(got '100'\)"),
 ])
 def test_a_setting_that_cannot_work_is_refused_naming_it(tmp_path, monkeypatch, settings, env, says):
     """A limit below what a reference takes was accepted, and every result over it came back as a

@@ -228,3 +228,31 @@ def test_a_grep_page_cut_by_the_budget_never_ends_with_context_of_a_match_it_doe
             seen += matched
             args = page["next"] and {k: v for k, v in page["next"].items() if k != "artifact_id"}
         assert seen == list(range(0, 600, 4))
+
+
+@pytest.mark.parametrize("tokenizer", [None, "o200k_base"])
+def test_query_pages_fit_the_smallest_page_budget_allowed(sqlite_url, tokenizer, real_count):
+    """At MIN_PAGE a page still fits, one that leaves out an element too big for it and says which call
+    stores it (below ~350 tokens that page could not be built at all: the call failed)."""
+    import bpe_openai
+
+    from offload.settings import MIN_PAGE
+
+    cl100k = bpe_openai.get_encoding("cl100k_base")
+    items = [{"id": i, "name": BIG if i % 4 == 0 else f"item {i}"} for i in range(12)]
+    lines = "".join(f"src/m{i}.py:{i}:error {BIG if i % 5 == 0 else 'x'}\n" for i in range(20))
+    with Offloader(sqlite_url, query_tokens=MIN_PAGE, tokenizer=tokenizer) as off:
+        array = off.put(orjson.dumps(items), tool="api").artifact_id
+        text = off.put(lines.encode(), tool="grep").artifact_id
+        for artifact_id, args in [(array, {"jmespath": "[*].name", "limit": 3}),
+                                  (array, {"sql": "SELECT id, name FROM artifact", "limit": 3}),
+                                  (text, {"grep": "error", "limit": 3})]:
+            page, seen = off.query_artifact(artifact_id, **args), 0
+            while True:
+                for form in (render_query(page), json.dumps(page)):
+                    assert max(real_count(form), len(cl100k.encode(form))) <= MIN_PAGE, (args, page)
+                seen += 1
+                if page["next"] is None:
+                    break
+                page = off.query_artifact(**page["next"])
+            assert seen >= 4, args

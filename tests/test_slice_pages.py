@@ -357,3 +357,28 @@ def test_cli_pin_checks_every_id_before_pinning_any(sqlite_url):
     assert cli(sqlite_url, "unpin", good, "art_unknown00000000").exit_code == 1
     with Offloader(sqlite_url) as off:
         assert off.get(good)["pinned"]
+
+
+@pytest.mark.parametrize("tokenizer", [None, "o200k_base"])
+def test_pages_fit_the_smallest_page_budget_allowed(sqlite_url, tokenizer):
+    """At MIN_PAGE every page still fits as the model reads it, a cut line or item with its sentence too
+    (at the old floor of 100 such pages came back at 157–186 tokens), and still carries content."""
+    import bpe_openai
+
+    from offload.settings import MIN_PAGE
+
+    counts = [lambda t, enc=bpe_openai.get_encoding(name): len(enc.encode(t)) for name in ("o200k_base", "cl100k_base")]
+    rng = random.Random(21)
+    lines = [random_text(rng, rng.choice([0, 3, 80, 400, 30_000])).replace("\n", " ") for _ in range(60)]
+    items = [{"id": i, "name": "n" * rng.choice([1, 50, 3_000]), "tags": ["a", "b"]} for i in range(60)]
+    with Offloader(sqlite_url, slice_tokens=MIN_PAGE, tokenizer=tokenizer) as off:
+        text = off.put("\n".join(lines).encode(), tool="read").artifact_id
+        array = off.put(orjson.dumps(items), tool="api").artifact_id
+        blob = off.put(bytes(rng.randrange(256) for _ in range(20_000)), tool="screenshot").artifact_id
+        for artifact_id, unit in [(text, "lines"), (text, "chars"), (text, "bytes"), (array, "items"),
+                                  (blob, "bytes")]:
+            pages = follow_dispatch(off, pages=40, artifact_id=artifact_id, unit=unit)
+            forms_within(pages, MIN_PAGE, *counts)
+            assert any("cut" in p.structured for p in pages) or unit in ("chars", "bytes")
+            cut = [counts[0](p.structured["content"]) for p in pages if "cut" in p.structured]
+            assert min(cut or [40]) >= 40, unit  # a cut page still shows a useful piece, not a character
