@@ -36,8 +36,8 @@ MIN_LIMIT = 200
 # The least a fetch_slice or query_artifact page budget may be: a page's envelope (ids, offsets, the next
 # call, and for a cut line or item or a left-out element the sentence that says so) takes up to ~190
 # tokens by o200k/cl100k, the page budget keeps a margin for the heuristic counter, and the rest must still
-# carry content. At 200 a cut page went over (100: 157–186 tokens), and a query page naming a left-out
-# element could not be built at all below ~350.
+# carry content. At 100–150 a cut page went over (157–186 tokens), at 250 it showed 1–26 tokens of the
+# line, and a query page naming a left-out element could not be built at all below ~350.
 MIN_PAGE = 400
 
 DEFAULT_ALIASES: dict[str, str] = {
