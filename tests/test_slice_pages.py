@@ -274,6 +274,15 @@ def forms_within(pages: list, limit: int, *counts) -> None:
             assert max(count(form) for count in counts) <= limit, (out.structured["unit"], out.structured["offset"])
 
 
+def real_counts() -> tuple:
+    """Token counts by o200k_base and cl100k_base, straight from the tokenizer (the yardstick, not offload's
+    own counter)."""
+    import bpe_openai
+
+    return tuple(lambda t, enc=bpe_openai.get_encoding(name): len(enc.encode(t))
+                 for name in ("o200k_base", "cl100k_base"))
+
+
 def follow_dispatch(off: Offloader, pages: int = 12, **call) -> list:
     got = []
     while call is not None and len(got) < pages:
@@ -285,10 +294,7 @@ def follow_dispatch(off: Offloader, pages: int = 12, **call) -> list:
 
 @pytest.mark.parametrize("unit", ["lines", "chars", "bytes", "items"])
 def test_pages_full_of_escapes_fit_the_budget_in_both_forms(off, unit):
-    import bpe_openai
-
-    o200k, cl100k = (bpe_openai.get_encoding(name) for name in ("o200k_base", "cl100k_base"))
-    counts = (lambda t: len(o200k.encode(t)), lambda t: len(cl100k.encode(t)))
+    counts = real_counts()
     rng = random.Random(15)
     esc = "\x1b"
     log = "".join(f"tests/test_mod{i % 37}.py::test_case_{i}[param-{i % 5}] {esc}[3{rng.choice('12')}m"
@@ -363,11 +369,9 @@ def test_cli_pin_checks_every_id_before_pinning_any(sqlite_url):
 def test_pages_fit_the_smallest_page_budget_allowed(sqlite_url, tokenizer):
     """At MIN_PAGE every page still fits as the model reads it, a cut line or item with its sentence too
     (at the old floor of 100 such pages came back at 157–186 tokens), and still carries content."""
-    import bpe_openai
-
     from offload.settings import MIN_PAGE
 
-    counts = [lambda t, enc=bpe_openai.get_encoding(name): len(enc.encode(t)) for name in ("o200k_base", "cl100k_base")]
+    counts = real_counts()
     rng = random.Random(21)
     lines = [random_text(rng, rng.choice([0, 3, 80, 400, 30_000])).replace("\n", " ") for _ in range(60)]
     items = [{"id": i, "name": "n" * rng.choice([1, 50, 3_000]), "tags": ["a", "b"]} for i in range(60)]
