@@ -77,6 +77,11 @@ class Reference:
         # rely on the keys; the optional extras appear only when they say something
         return {k: v for k, v in data.items() if k in CONTRACT_FIELDS or (v is not None and v != [] and v != {})}
 
+    @property
+    def entries(self) -> bool:
+        """Whether the items are the entries of NUL-separated text (`find -print0`), not JSON values."""
+        return "nul_separated_entries" in self.extra
+
     def __str__(self) -> str:
         return self.render()
 
@@ -96,7 +101,8 @@ class Reference:
         else:
             size = f"{_n(self.bytes)} bytes, {_n(self.lines)} line{'' if self.lines == 1 else 's'}, {_n(self.chars)} chars"
             if self.items is not None:
-                size += f", {_n(self.items)} items" + (f" at `{self.items_path}`" if self.items_path else "")
+                size += f", {_n(self.items)} {'entries' if self.entries else 'items'}" + (
+                    f" at `{self.items_path}`" if self.items_path else "")
             size += f", {tokens}"
         if self.terse and self.stored:
             tool = self.tool if len(self.tool) <= 40 else self.tool[:39] + "…"
@@ -159,6 +165,15 @@ class Reference:
             also = f'; fetch_slice(artifact_id="{stderr_aid}") reads stderr' if stderr_aid else ""
             lines.append(f'Next: fetch_slice(artifact_id="{aid}"{unit}, offset=0, limit=100); '
                          f'query_artifact(artifact_id="{aid}", {way}){also}.')
+            return "\n".join(lines)
+        if self.entries:  # NUL-separated: lines would be the whole output at once
+            calls = [f'fetch_slice(artifact_id="{aid}", unit="items", offset=0, limit=100) pages the entries as JSON '
+                     'strings (offset=-40: the last 40)',
+                     f'query_artifact(artifact_id="{aid}", grep="regex", context=2) matches entries, numbered as '
+                     'those pages number them']
+            if stderr_aid:
+                calls.append(f'fetch_slice(artifact_id="{stderr_aid}") reads stderr')
+            lines.append("Next: " + "; ".join(calls) + ".")
             return "\n".join(lines)
         calls = [f'fetch_slice(artifact_id="{aid}", offset=0, limit=100) pages lines (offset=-40: the last 40)']
         if self.items is not None:

@@ -14,8 +14,9 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 from . import workers
 from .content import Detected
+from .content.lines import nul_separated
 from .errors import StoreError
-from .store.chunking import ItemIndex, json_item_index, ndjson_item_index
+from .store.chunking import ItemIndex, json_item_index, ndjson_item_index, nul_item_index
 
 if TYPE_CHECKING:
     from .offloader import Offloader
@@ -129,7 +130,8 @@ def sha256_hex(data: bytes) -> str:
 
 
 def item_index(detected: Detected, data: bytes) -> ItemIndex | None:
-    """The byte ranges of the main array's items (JSON) or of the rows (NDJSON), for item slices.
+    """The byte ranges of the main array's items (JSON), of the rows (NDJSON) or of the entries of
+    NUL-separated text (`find -print0`), for item slices.
 
     The index only makes item pages cheap; without it they are cut from the parsed document. So a
     failure here is logged and the result is stored without one, rather than not stored at all.
@@ -139,6 +141,8 @@ def item_index(detected: Detected, data: bytes) -> ItemIndex | None:
             return json_item_index(data)
         if detected.kind == "ndjson":
             return ndjson_item_index(data)
+        if detected.kind == "text" and b"\x00" in data and nul_separated(data):
+            return nul_item_index(data)
     except Exception:  # see above: stored without an index
         log.warning("the item index of a %s result failed; stored without one", detected.kind, exc_info=True)
     return None

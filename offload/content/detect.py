@@ -17,7 +17,7 @@ from typing import Any, Iterator
 import orjson
 
 from offload.content.binary import CONTROL_BYTES, sniff_binary
-from offload.content.lines import line_count, nul_separated
+from offload.content.lines import nul_separated
 from offload.jsontext import may_hold_big_integers
 from offload.utf8 import invalid_bytes
 
@@ -238,9 +238,9 @@ def _mostly_text(data: bytes) -> bool:
 def _nul_note(data: bytes) -> str:
     """What the preview does with the NUL bytes of text (`sniff_binary` let them pass as text)."""
     if nul_separated(data):
-        entries = line_count(data.replace(b"\x00", b"\n"))
+        entries = data.count(b"\x00") + (not data.endswith(b"\x00"))
         return (f"NUL-separated (as `find -print0` writes): {entries:,} entries, shown one per line in the"
-                " preview; the stored bytes keep the NULs, and lines split at newlines only")
+                " preview (a newline inside one as \u2424); the stored bytes keep the NULs")
     nuls = data.count(b"\x00")
     return f"{nuls:,} NUL byte{'s' if nuls != 1 else ''}, shown as \u2400 in the preview (the stored bytes keep them)"
 

@@ -21,6 +21,9 @@ from offload.content.table import describe_table
 __all__ = ["NUL_SHOWN", "Preview", "build_preview"]
 
 NUL_SHOWN = "\u2400"  # ␀, SYMBOL FOR NULL: how a NUL byte of text is shown
+NEWLINE_SHOWN = "\u2424"  # ␤, SYMBOL FOR NEWLINE: a newline inside a NUL-separated entry (a file name)
+# one byte, as a newline is: what the preview counts for one inside an entry (the first the content lacks)
+_STAND_INS = (b"\x1f", b"\x1e", b"\x1d", b"\x1c", b"\x1b", b"\x1a", b"\x19", b"\x18")
 
 
 @dataclass
@@ -79,10 +82,16 @@ def _text(detected: Detected, data: bytes, budget: int, count: Callable[[str], i
     """Lines; entries that NUL bytes separate are shown one per line and counted as entries."""
     if b"\x00" not in data or not nul_separated(data):
         return _from_lines(text_preview(data, budget, count, total=detected.lines))
+    # An entry a line: a newline inside one (a file name may hold it) is counted as a one-byte stand-in,
+    # so every line is an entry and the byte counts stay exact, and shown as ␤.
+    stand_in = next((b for b in _STAND_INS if b not in data), None) if b"\n" in data else None
+    lines = (data.replace(b"\n", stand_in) if stand_in else data).replace(b"\x00", b"\n")
     # names (of files, mostly): one holding "error" reports nothing, so no error scan
-    view = text_preview(data.replace(b"\x00", b"\n"), budget, count, scan_errors=False, unit=("entry", "entries"))
-    extra = {"lines": detected.lines, "nul_separated_entries": view.extra["lines"]}
-    return Preview(view.text, view.truncated, view.omitted, extra=extra)
+    view = text_preview(lines, budget, count, scan_errors=False, unit=("entry", "entries"))
+    text = view.text.replace(stand_in.decode(), NEWLINE_SHOWN) if stand_in else view.text
+    entries = view.extra["lines"]
+    extra = {"lines": detected.lines, "items": entries, "nul_separated_entries": entries}
+    return Preview(text, view.truncated, view.omitted, extra=extra)
 
 
 def _binary(detected: Detected, data: bytes) -> Preview:

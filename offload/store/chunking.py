@@ -440,3 +440,15 @@ def ndjson_item_index(data: bytes) -> ItemIndex:
         if not data[starts[i] : ends[i]].strip(_WS):
             nonblank[i] = False
     return ItemIndex("", starts[nonblank], ends[nonblank])
+
+
+def nul_item_index(data: bytes) -> ItemIndex:
+    """Entries of NUL-separated output (`find -print0`, `git ls-files -z`): the bytes between NULs, kept
+    whole (a name may hold spaces or a newline). A final NUL ends the last entry; it opens no new one."""
+    buf = np.frombuffer(data, dtype=np.uint8)
+    nuls = np.flatnonzero(buf == 0)
+    starts = np.concatenate(([0], nuls + 1)).astype(np.int64)
+    ends = np.concatenate((nuls, [len(data)])).astype(np.int64)
+    if starts[-1] == len(data):
+        starts, ends = starts[:-1], ends[:-1]
+    return ItemIndex("", starts, ends)

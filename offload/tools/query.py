@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..content import parse_json
+from ..content.preview import NEWLINE_SHOWN
 from ..content.shape import find_main
 from ..errors import InvalidArgument, QueryError
 from ..jsontext import dumps
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from .sql import SqlTable
 
 TABULAR = ("json", "ndjson", "csv")
+ENTRIES_NOTE = ("the lines are the NUL-separated entries, numbered as fetch_slice(unit=\"items\") numbers them; "
+                "a newline inside one is shown as \u2424")
 
 
 @dataclass
@@ -261,19 +264,22 @@ class QueryRunner:
             outcome.inline["result"] = detached(outcome.inline["result"])
         return outcome
 
-    def _lines(self, row: dict) -> Iterator[str]:
-        carry = ""
+    def _lines(self, row: dict, entries: bool = False) -> Iterator[str]:
+        """The lines of the content, or its NUL-separated entries (a newline inside one shown as ␤)."""
+        carry, sep = "", "\x00" if entries else "\n"
         for data in self.store.iter_bytes(row["sha256"]):
-            parts = (carry + data.decode("utf-8", errors="replace")).split("\n")
+            parts = (carry + data.decode("utf-8", errors="replace")).split(sep)
             carry = parts.pop()
-            yield from parts
+            yield from (part.replace("\n", NEWLINE_SHOWN) for part in parts) if entries else parts
         if carry:
-            yield carry
+            yield carry.replace("\n", NEWLINE_SHOWN) if entries else carry
 
     def _grep(self, row: dict, pattern: str, offset: int, limit: int | None, context: int) -> Outcome:
         if row["kind"] == "binary":
             raise InvalidArgument(f"{row['id']} is binary data; grep searches text. Use fetch_slice(unit=\"bytes\").")
-        page = grep_lines(self._lines(row), pattern, offset=offset, limit=limit, context=context,
+        # NUL-separated text (`find -print0`) stored with its entries indexed: grep matches entries
+        entries = row["kind"] in ("text", "shell") and row.get("items") is not None
+        page = grep_lines(self._lines(row, entries), pattern, offset=offset, limit=limit, context=context,
                           timeout=self.timeout)
         args = {"limit": limit, "context": context}
 
@@ -281,8 +287,11 @@ class QueryRunner:
             end = page.offset + n
             if lines is None:
                 lines = _grep_text(_first_matches(page.matches, n, context))
-            return self._response(row, "grep", pattern, lines, page.total, end if end < page.total else None,
-                                  args, cut)
+            response = self._response(row, "grep", pattern, lines, page.total, end if end < page.total else None,
+                                      args, cut)
+            if entries:
+                response["note"] = ENTRIES_NOTE
+            return response
 
         bound = self._bound(len(entry["text"]) for entry in page.matches if entry["match"])
         if bound == page.returned and self._fits(respond(page.returned)):
@@ -295,23 +304,27 @@ class QueryRunner:
         keep = _fit_prefix(bound, lambda n: self._fits(respond(n)))
         if keep:
             return self._inline(respond(keep))
-        return self._inline(self._cut_lines(row, _first_matches(page.matches, 1, context), respond))
+        return self._inline(self._cut_lines(row, _first_matches(page.matches, 1, context), respond, entries))
 
-    def _cut_lines(self, row: dict, entries: list[dict], respond: Callable[..., dict]) -> dict:
+    def _cut_lines(self, row: dict, entries: list[dict], respond: Callable[..., dict], nul: bool = False) -> dict:
         """One match (with its context) over the budget: its lines are cut to the longest length that
-        fits, each cut line saying so; `cut` names them and the fetch_slice call that reads one whole."""
+        fits, each cut line saying so; `cut` names them and the fetch_slice call that reads one whole
+        (`nul`: the lines are NUL-separated entries, read whole as items)."""
         longest = max(len(entry["text"]) for entry in entries)
+        noun, unit = ("entr", 'unit="items", ') if nul else ("line", "")
 
         def attempt(width: int) -> dict:
             shown = [{**entry, "text": entry["text"][:width] + f" …[cut: {len(entry['text']) - width:,} more "
                       "characters]"} if len(entry["text"]) > width else entry for entry in entries]
             cut_at = [entry["line"] for entry in entries if len(entry["text"]) > width]
             first = cut_at[0]
-            cut = (f"line{'s' if len(cut_at) > 1 else ''} {', '.join(f'{n:,}' for n in cut_at)} "
-                   f"{'are' if len(cut_at) > 1 else 'is'} longer than this page's budget allows and "
-                   f"{'are' if len(cut_at) > 1 else 'is'} cut after {width:,} characters; "
-                   f"fetch_slice(artifact_id=\"{row['id']}\", offset={first}, limit=1) reads line {first:,} "
-                   "whole, page by page")
+            many = len(cut_at) > 1
+            cut = (f"{noun}{('ies' if many else 'y') if nul else ('s' if many else '')} "
+                   f"{', '.join(f'{n:,}' for n in cut_at)} "
+                   f"{'are' if many else 'is'} longer than this page's budget allows and "
+                   f"{'are' if many else 'is'} cut after {width:,} characters; "
+                   f"fetch_slice(artifact_id=\"{row['id']}\", {unit}offset={first}, limit=1) reads "
+                   f"{noun}{'y' if nul else ''} {first:,} whole, page by page")
             return respond(1, _grep_text(shown), cut)
 
         if not self._fits(attempt(0)):

@@ -24,7 +24,8 @@ FETCH_SLICE_DESCRIPTION = """\
 Read a bounded page of a stored tool result (an artifact) by its id, as named in an [offload] reference.
 Units: "lines" (default; 0-based line numbers, the same as query_artifact grep shows), "chars", "bytes",
 or "items" (whole elements of a JSON array — the document's main array by default, or the array at a
-JMESPath `path`; NDJSON rows are items). Bytes of binary data come back base64; bytes of text come back as
+JMESPath `path`; NDJSON rows, and the entries of NUL-separated output such as find -print0 as JSON strings,
+are items). Bytes of binary data come back base64; bytes of text come back as
 text, except bytes that are not valid UTF-8: those come back on their own, base64, and the page says so.
 A negative offset counts from the end: offset=-40 reads the last 40 lines, where logs keep their errors.
 The page always fits a token budget: if `limit` units would not fit, fewer come back. Every response says
@@ -38,7 +39,7 @@ Extract exactly what you need from a stored tool result (an artifact), with exac
 - jmespath: a JMESPath expression over a JSON document (NDJSON: over the array of rows), e.g.
   "items[?status=='error'].{id: id, msg: message}" or "length(items)";
 - grep: a regular expression over the lines of a text artifact; matches come back as "N: text" with 0-based
-  line numbers (fetch_slice offsets), `context` lines around each as "N- text", the total match count in
+  line numbers (fetch_slice offsets; NUL-separated output: its entries, numbered as items), `context` lines around each as "N- text", the total match count in
   `count`, paged by offset/limit (offset=-5: the last 5 matches);
 - sql: one DuckDB SELECT over tabular data (a JSON array of objects, NDJSON rows, CSV/TSV) seen as a table
   named `artifact`, e.g. "SELECT status, count(*) FROM artifact GROUP BY 1". Read-only, time-limited.
@@ -58,7 +59,8 @@ FETCH_SLICE_SCHEMA: dict[str, Any] = {
         "limit": {"type": ["integer", "null"], "minimum": 1, "default": None,
                   "description": "How many units (1 or more); null for as many as fit the page budget."},
         "unit": {"type": "string", "enum": ["lines", "chars", "bytes", "items"], "default": "lines",
-                 "description": "lines, chars, bytes (binary as base64), or items of a JSON array / NDJSON rows."},
+                 "description": "lines, chars, bytes (binary as base64), or items of a JSON array / NDJSON rows / "
+                                "NUL-separated entries."},
         "path": {"type": ["string", "null"], "default": None,
                  "description": "With unit=items: JMESPath of the array to page (default: the main array). "
                                 "With chars or bytes: only as a cut's next gives it (the rest of a cut line or item)."},

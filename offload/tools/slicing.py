@@ -483,17 +483,21 @@ class Slicer:
     # -- items ------------------------------------------------------------------------------
 
     def _items(self, row: dict, info, req: SliceRequest, budget: int) -> dict[str, Any]:
+        # text with an item index: the entries of NUL-separated output (`find -print0`), as JSON strings
+        entries = row["kind"] in ("text", "shell") and info.items is not None
         indexed = info.items is not None and (req.path in (None, info.items_path) or
                                              (req.path in ("", "@") and info.items_path == ""))
+        not_utf8: list[int] = []  # entries shown with U+FFFD for bytes that are not UTF-8
         if indexed:
             total = info.items
-            fetch = lambda a, b: self._indexed_items(row["sha256"], a, b)  # noqa: E731
+            fetch = lambda a, b: self._indexed_items(row["sha256"], a, b, not_utf8 if entries else None)  # noqa: E731
         else:
             if row["kind"] not in ("json", "ndjson"):
                 instead = '"bytes" (binary comes back base64)' if row["kind"] == "binary" else '"lines" (or "chars")'
                 raise InvalidArgument(
-                    f"unit=\"items\" needs a JSON array or NDJSON rows; {row['id']} is {row['kind']}. "
-                    f"Use unit={instead} instead.")
+                    f"unit=\"items\" needs a JSON array, NDJSON rows or NUL-separated entries (`find -print0`)"
+                    f"{'; path does not apply to entries' if entries else ''}; {row['id']} is {row['kind']}"
+                    f"{'' if entries else ' without them'}. Use unit={instead} instead.")
             array = self.items_of(row, req.path)
             total = len(array)
             fetch = lambda a, b: [(dumps(x).decode(), None) for x in array[a:b]]  # noqa: E731
@@ -506,15 +510,27 @@ class Slicer:
             for text, span in fetch(pos, min(pos + batch, total, start + limit)):
                 if not page.add(text):
                     if not page.parts:
-                        return self._big_item(row, req, start, limit, total, text, span, budget)
-                    return self._response(row, req, start, limit, page.parts, total, pos, items=True)
+                        return self._big_item(row, req, start, limit, total, text, span, budget, entries)
+                    return self._noted(self._response(row, req, start, limit, page.parts, total, pos, items=True),
+                                       not_utf8, pos)
                 pos += 1
         nxt = pos if pos < total else None
-        return self._response(row, req, start, limit, page.parts, total, nxt, items=True)
+        return self._noted(self._response(row, req, start, limit, page.parts, total, nxt, items=True), not_utf8, pos)
 
-    def _indexed_items(self, sha: str, first: int, last: int) -> list[tuple[str, tuple[int, int]]]:
+    def _noted(self, resp: dict[str, Any], not_utf8: list[int], end: int) -> dict[str, Any]:
+        """A page of entries says which of them hold bytes that are not UTF-8 (shown as U+FFFD)."""
+        shown = [n for n in not_utf8 if n < end]
+        if shown:
+            listed = ", ".join(f"{n:,}" for n in shown[:5]) + (f" and {len(shown) - 5:,} more" if len(shown) > 5 else "")
+            resp["note"] = (f"entr{'ies' if len(shown) > 1 else 'y'} {listed} hold{'' if len(shown) > 1 else 's'} "
+                            "bytes that are not valid UTF-8, shown as U+FFFD; unit=\"bytes\" reads them exactly")
+        return resp
+
+    def _indexed_items(self, sha: str, first: int, last: int,
+                       not_utf8: list[int] | None = None) -> list[tuple[str, tuple[int, int]]]:
         """Items first..last-1 as (JSON text, its byte range without the whitespace around it): one
-        ranged read for the whole span, then cut locally."""
+        ranged read for the whole span, then cut locally. With `not_utf8` (a list the numbers of entries
+        with invalid UTF-8 are added to), the items are NUL-separated entries: each whole, a JSON string."""
         ranges = self.store.item_ranges(sha, first, last)
         if not ranges:
             return []
@@ -524,19 +540,40 @@ class Slicer:
         ranges = ranges[:keep]
         span = self.store.read_range(sha, base, ranges[-1][1])
         items = []
-        for s, e in ranges:
+        for number, (s, e) in enumerate(ranges, first):
             raw = span[s - base : e - base]
+            if not_utf8 is not None:  # an entry: spaces are part of a name
+                try:
+                    name = raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    name = raw.decode("utf-8", errors="replace")
+                    not_utf8.append(number)
+                items.append((dumps(name).decode(), (s, e)))
+                continue
             lead = len(raw) - len(raw.lstrip())
             items.append((raw.strip().decode("utf-8", errors="replace"), (s + lead, e)))
         return items
 
     def _big_item(self, row, req, start, limit, total, text: str, span: tuple[int, int] | None,
-                  budget: int) -> dict[str, Any]:
+                  budget: int, entry: bool = False) -> dict[str, Any]:
         """The head of an item larger than a page. A stored item's rest is read by `next` in bytes (its
         exact range), then paging returns to items; an item of an array found by a JMESPath `path` has no
-        stored range, so the cut says how to query into it and `next` goes on with the following item."""
-        size = len(text.encode("utf-8"))
-        if span is None:
+        stored range, so the cut says how to query into it and `next` goes on with the following item.
+        An entry (NUL-separated) is shown as its own text, not a JSON string, up to its first byte that
+        is not UTF-8: the rest in bytes goes on from exactly there."""
+        if entry:
+            raw = self.store.read_range(row["sha256"], *span)
+            try:
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                text = raw[: exc.start].decode("utf-8")
+        size = len(text.encode("utf-8")) if not entry else span[1] - span[0]
+        if entry:
+            def says(keep: int) -> str:
+                return (f"entry {start:,} is {size:,} bytes (bytes {span[0]:,}–{span[1] - 1:,} of the artifact), "
+                        f"more than a page's budget; its first {len(text[:keep].encode()):,} bytes are shown as "
+                        "text, and next reads the rest in bytes, then returns to entries")
+        elif span is None:
             def says(keep: int) -> str:
                 return (f"item {start:,} is {len(text):,} characters of JSON, more than a page's budget; its first "
                         f"{keep:,} characters are shown. Use query_artifact with a JMESPath to take parts of it; "
