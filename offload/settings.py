@@ -72,21 +72,23 @@ def too_small(floor: int) -> str:
 def load_settings(**given: Any) -> "Settings":
     """Settings from code arguments, the environment and the config file; a value that cannot work is an
     InvalidSetting naming the setting, the variable that sets it, and what would work."""
-    try:
-        return Settings(**given)
-    except ValidationError as exc:
-        problems = []
-        for error in exc.errors():
-            loc = [str(part) for part in error["loc"]]
-            name = ".".join(loc)
-            env = ("OFFLOAD_LIMIT_" + (loc[1].upper() if len(loc) > 1 else "<TOOL>") if loc[:1] == ["limits"]
-                   else f"OFFLOAD_{loc[0].upper()}" if loc else "")
-            message = error["msg"].removeprefix("Value error, ")
-            got = f" (got {error['input']!r})" if loc and not isinstance(error["input"], dict) else ""
-            problems.append(f"{name}{f' ({env})' if env else ''}: {message}{got}" if name else message)
-        path = config_file()
-        where = f"; the config file read is {path}" if path else ""
-        raise InvalidSetting(f"invalid setting — {'; '.join(problems)}{where}") from None
+    return Settings(**given)
+
+
+def _invalid(exc: ValidationError) -> InvalidSetting:
+    """pydantic's errors as one InvalidSetting: each setting, its OFFLOAD_* variable, and the value."""
+    problems = []
+    for error in exc.errors():
+        loc = [str(part) for part in error["loc"]]
+        name = ".".join(loc)
+        env = ("OFFLOAD_LIMIT_" + (loc[1].upper() if len(loc) > 1 else "<TOOL>") if loc[:1] == ["limits"]
+               else f"OFFLOAD_{loc[0].upper()}" if loc else "")
+        message = error["msg"].removeprefix("Value error, ")
+        got = f" (got {error['input']!r})" if loc and not isinstance(error["input"], dict) else ""
+        problems.append(f"{name}{f' ({env})' if env else ''}: {message}{got}" if name else message)
+    path = config_file()
+    where = f"; the config file read is {path}" if path else ""
+    return InvalidSetting(f"invalid setting — {'; '.join(problems)}{where}")
 
 
 class _ToolLimitEnv(PydanticBaseSettingsSource):
@@ -111,6 +113,13 @@ class Settings(BaseSettings):
     """Everything offload can be told. Each field: OFFLOAD_<NAME> in the environment, or the config file."""
 
     model_config = SettingsConfigDict(env_prefix="OFFLOAD_", extra="ignore", validate_default=True)
+
+    def __init__(self, **values: Any) -> None:
+        # built directly or through load_settings, a value that cannot work is the same InvalidSetting
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise _invalid(exc) from None
 
     url: str | None = Field(None, description="Store URL (sqlite:///…, duckdb:///…, postgresql://…) or a file path.")
     namespace: str = Field("", description="Isolation boundary: a tenant, user or team; sees only its artifacts.")

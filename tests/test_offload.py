@@ -342,6 +342,20 @@ def test_a_setting_that_cannot_work_is_refused_naming_it(tmp_path, monkeypatch, 
     assert not (tmp_path / "s.db").exists()
 
 
+def test_settings_built_directly_refuse_the_same_way(monkeypatch):
+    """`Settings(...)` is public: built directly it raised pydantic's ValidationError, whose text names
+    no variable; now the same InvalidSetting as Offloader(...) and the environment give."""
+    from offload import Settings
+
+    with pytest.raises(InvalidSetting, match=r"slice_tokens \(OFFLOAD_SLICE_TOKENS\): .*400 \(got 150\)"):
+        Settings(slice_tokens=150)
+    monkeypatch.setenv("OFFLOAD_LIMIT_GLOB", "lots")
+    with pytest.raises(InvalidSetting, match="OFFLOAD_LIMIT_GLOB='lots'"):
+        Settings()
+    monkeypatch.delenv("OFFLOAD_LIMIT_GLOB")
+    assert Settings(limits={"glob": 900}).limit_for("Glob") == 900
+
+
 def test_the_cli_refuses_a_setting_that_cannot_work_in_one_line(tmp_path):
     env = {**os.environ, "OFFLOAD_LIMIT_GREP": "20"}
     done = subprocess.run([sys.executable, "-m", "offload", "--url", f"sqlite:///{tmp_path / 's.db'}", "ls"],
