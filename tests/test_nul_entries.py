@@ -72,6 +72,9 @@ def test_find_print0_becomes_entries_the_model_can_page_and_grep(off, tree):
     found = off.query_artifact(ref.artifact_id, grep=r"new.line$")
     assert found["count"] == 1 and found["result"] == [f"{newline}: {names[newline].decode()}".replace("\n", "\u2424")]
     assert "NUL-separated entries" in found["note"]
+    from offload.tools.schemas import render_query
+
+    assert found["note"] in render_query(found)  # the text form the model reads says it too
     spaced = off.query_artifact(ref.artifact_id, grep="space $")
     assert spaced["result"] == [f"{names.index(bytes(tree) + b'/trailing space ')}: {os.fsdecode(tree)}/trailing space "]
     py = off.query_artifact(ref.artifact_id, grep=r"file_3\.py$", limit=1000)

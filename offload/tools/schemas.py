@@ -39,8 +39,9 @@ Extract exactly what you need from a stored tool result (an artifact), with exac
 - jmespath: a JMESPath expression over a JSON document (NDJSON: over the array of rows), e.g.
   "items[?status=='error'].{id: id, msg: message}" or "length(items)";
 - grep: a regular expression over the lines of a text artifact; matches come back as "N: text" with 0-based
-  line numbers (fetch_slice offsets; NUL-separated output: its entries, numbered as items), `context` lines around each as "N- text", the total match count in
-  `count`, paged by offset/limit (offset=-5: the last 5 matches);
+  line numbers (fetch_slice offsets; NUL-separated output: its entries, numbered as items), `context` lines
+  around each as "N- text", the total match count in `count`, paged by offset/limit (offset=-5: the last
+  5 matches);
 - sql: one DuckDB SELECT over tabular data (a JSON array of objects, NDJSON rows, CSV/TSV) seen as a table
   named `artifact`, e.g. "SELECT status, count(*) FROM artifact GROUP BY 1". Read-only, time-limited.
 A result that fits the budget comes back inline with `count`, `next_offset` and `next`; a larger one is
@@ -181,6 +182,8 @@ def render_query(result: dict[str, Any], pieces: list[str] | None = None) -> str
     else:
         body = encode_item(value)
     notes = [f"{result['count']:,} result(s)"]
+    if result.get("note"):  # grep over NUL-separated entries says what its numbers count
+        notes.append(result["note"])
     if result.get("cut"):
         notes.append(result["cut"])
     if result.get("next"):
@@ -210,6 +213,8 @@ FETCH_SLICE_OUTPUT_SCHEMA: dict[str, Any] = {
         "next": _NEXT,
         "content": {"type": "string", "description": "The page (bytes: base64; items: a JSON array)."},
         "cut": {"type": "string", "description": "Present when one unit was too big for the page and was cut."},
+        "note": {"type": "string", "description": "Present when the page moved its start, holds bytes that are "
+                                                  "not UTF-8, or entries shown with U+FFFD."},
     },
     "required": ["artifact_id", "unit", "offset", "limit", "returned", "total", "next_offset", "next", "content"],
 }
@@ -228,6 +233,7 @@ QUERY_ARTIFACT_OUTPUT_SCHEMA: dict[str, Any] = {
         "next": _NEXT,
         "cut": {"type": "string", "description": "Present when a result was too big for the page: what was cut "
                                                  "or left out, and the exact call that gets it whole."},
+        "note": {"type": "string", "description": "Present when grep matched NUL-separated entries, not lines."},
         "derived_from": {"type": "string"},
         "text": {"type": "string", "description": "The derived artifact's reference as the model reads it."},
     },
