@@ -72,3 +72,43 @@ def invalid_bytes(data: bytes) -> int:
     if data.isascii():
         return 0
     return sum(utf8_facts(piece)[1] for piece in pieces(data))
+
+
+# -- UTF-8 character boundaries in a byte page --------------------------------------------------
+# A byte page of text starts and ends between characters, so following `next` never splits one and the
+# model never sees a U+FFFD the data does not hold. A byte that is not part of a valid character is a
+# unit of its own: it is a boundary on both sides, and comes back base64 (offload.tools.slicing's
+# Slicer._text_bytes).
+
+
+def sequence_size(lead: int) -> int:
+    """Bytes of the UTF-8 sequence a lead byte announces (1 for ASCII and for bytes no character starts with)."""
+    return 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4 if 0xF0 <= lead <= 0xF4 else 1
+
+
+def char_at(buf: bytes, pos: int) -> int:
+    """Size of the valid multibyte character starting at `pos`, else 1 (ASCII, or a byte that starts none)."""
+    size = sequence_size(buf[pos])
+    if size > 1:
+        try:
+            if len(buf[pos : pos + size].decode("utf-8")) == 1:
+                return size
+        except UnicodeDecodeError:
+            pass
+    return 1
+
+
+def char_start(buf: bytes, pos: int) -> int:
+    """`pos`, or the first byte of the valid character that `pos` falls strictly inside."""
+    for lead in range(max(pos - 3, 0), pos):
+        if lead + char_at(buf, lead) > pos:
+            return lead
+    return pos
+
+
+def invalid_prefix(buf: bytes) -> int:
+    """How many bytes at the start of `buf` belong to no valid character."""
+    n = 0
+    while n < len(buf) and buf[n] >= 0x80 and char_at(buf, n) == 1:
+        n += 1
+    return n

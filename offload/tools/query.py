@@ -22,7 +22,7 @@ from ..store import Store
 from ..tokens import surely_over
 from .engines import BoundedCache, detached, grep_lines, jmespath_example, run_jmespath
 from .schemas import encode_item, render_query
-from .slicing import _absolute, validate
+from .slicing import _absolute, nul_entries, validate
 
 if TYPE_CHECKING:
     from .sql import SqlTable
@@ -277,8 +277,7 @@ class QueryRunner:
     def _grep(self, row: dict, pattern: str, offset: int, limit: int | None, context: int) -> Outcome:
         if row["kind"] == "binary":
             raise InvalidArgument(f"{row['id']} is binary data; grep searches text. Use fetch_slice(unit=\"bytes\").")
-        # NUL-separated text (`find -print0`) stored with its entries indexed: grep matches entries
-        entries = row["kind"] in ("text", "shell") and row.get("items") is not None
+        entries = nul_entries(row)  # grep matches entries, not the one line they make
         page = grep_lines(self._lines(row, entries), pattern, offset=offset, limit=limit, context=context,
                           timeout=self.timeout)
         args = {"limit": limit, "context": context}

@@ -25,6 +25,7 @@ from ..jsontext import dumps
 from ..store import Store
 from ..store.chunking import ITEMS_PER_BLOCK
 from ..tokens import MAX_BYTES_PER_TOKEN
+from ..utf8 import char_at, char_start, invalid_prefix
 from .schemas import render_slice
 
 UNITS = ("lines", "chars", "bytes", "items")
@@ -122,48 +123,15 @@ class Page:
         return len(self.parts) >= self.limit
 
 
+def nul_entries(row: dict) -> bool:
+    """Whether an artifact's items are the entries of NUL-separated output (`find -print0`): text whose
+    entries were indexed at ingest (`offload.store.chunking.nul_item_index`)."""
+    return row["kind"] in ("text", "shell") and row.get("items") is not None
+
+
 def fit_chars(text: str, budget: int, count: Callable[[str], int]) -> int:
     """The longest prefix length of `text` within `budget` tokens, at least one character (progress)."""
     return max(len(clip_to_budget(text, budget, count)), 1) if text else 0
-
-
-# -- UTF-8 character boundaries in a byte page --------------------------------------------------
-# A byte page of text starts and ends between characters, so following `next` never splits one and the
-# model never sees a U+FFFD the data does not hold. A byte that is not part of a valid character is a
-# unit of its own: it is a boundary on both sides, and comes back base64 (see Slicer._text_bytes).
-
-
-def _sequence_size(lead: int) -> int:
-    """Bytes of the UTF-8 sequence a lead byte announces (1 for ASCII and for bytes no character starts with)."""
-    return 2 if 0xC2 <= lead <= 0xDF else 3 if 0xE0 <= lead <= 0xEF else 4 if 0xF0 <= lead <= 0xF4 else 1
-
-
-def _char_at(buf: bytes, pos: int) -> int:
-    """Size of the valid multibyte character starting at `pos`, else 1 (ASCII, or a byte that starts none)."""
-    size = _sequence_size(buf[pos])
-    if size > 1:
-        try:
-            if len(buf[pos : pos + size].decode("utf-8")) == 1:
-                return size
-        except UnicodeDecodeError:
-            pass
-    return 1
-
-
-def _char_start(buf: bytes, pos: int) -> int:
-    """`pos`, or the first byte of the valid character that `pos` falls strictly inside."""
-    for lead in range(max(pos - 3, 0), pos):
-        if lead + _char_at(buf, lead) > pos:
-            return lead
-    return pos
-
-
-def _invalid_prefix(buf: bytes) -> int:
-    """How many bytes at the start of `buf` belong to no valid character."""
-    n = 0
-    while n < len(buf) and buf[n] >= 0x80 and _char_at(buf, n) == 1:
-        n += 1
-    return n
 
 
 class Slicer:
@@ -412,16 +380,16 @@ class Slicer:
         span = min(limit, self._most(budget))
         lo = max(start - 3, 0)  # 3 bytes either side: enough to see the characters around both ends
         window = self.store.read_range(row["sha256"], lo, min(start + span + 4, total))
-        first = lo + _char_start(window, start - lo)
+        first = lo + char_start(window, start - lo)
         wanted_end = min(first + span, total)
         item_end = self._rest_of_item(row, info, resume, first) if resume is not None else None
         if item_end is not None:
             wanted_end = min(wanted_end, item_end)
-        stop = lo + _char_start(window, wanted_end - lo)
+        stop = lo + char_start(window, wanted_end - lo)
         if stop <= first:  # the limit is smaller than the character there: a page holds at least one
-            stop = first + _char_at(window, first - lo)
+            stop = first + char_at(window, first - lo)
         page = window[first - lo : stop - lo]
-        bad = _invalid_prefix(page)
+        bad = invalid_prefix(page)
 
         def says(stop: int) -> str | None:
             notes = []
@@ -483,8 +451,7 @@ class Slicer:
     # -- items ------------------------------------------------------------------------------
 
     def _items(self, row: dict, info, req: SliceRequest, budget: int) -> dict[str, Any]:
-        # text with an item index: the entries of NUL-separated output (`find -print0`), as JSON strings
-        entries = row["kind"] in ("text", "shell") and info.items is not None
+        entries = nul_entries(row)  # paged as JSON strings
         indexed = info.items is not None and (req.path in (None, info.items_path) or
                                              (req.path in ("", "@") and info.items_path == ""))
         not_utf8: list[int] = []  # entries shown with U+FFFD for bytes that are not UTF-8
