@@ -16,12 +16,12 @@ fresh store; and the exact facts every reference states (sha256, characters, lin
 fastest pass there is here. Medians of the rounds (the file write, the noisiest and cheapest figure, 3
 times a round). Store opening and migration are outside the timings. A second table splits Offloader.put into its stages
 by timing the functions it calls: on the caller's thread chunking (with the character, line and UTF-8
-counts), detect, the token estimate, the preview and Store.put (the artifact row, and below 4 MiB the
-content with it); from 4 MiB the content is hashed, then written ahead, on a worker thread while it is
-chunked and its reference built (Store.put_content, the write alone). The JSON item index is built
-inside whichever write stores the content. "waiting" is the rest of the put: the hash (by the caller
-below 512 KiB, on a worker from there), rendering the reference, and waiting for the worker's hash and
-write (from 4 MiB).
+counts), detect, the token estimate, the preview and Store.put (the artifact row, and below 512 KiB the
+content with it); from 512 KiB (writes.ASIDE) the content is hashed, then written ahead, on a worker
+thread while it is chunked and its reference built (Store.put_content, the write alone). The JSON item
+index is built inside whichever write stores the content. "waiting" is the rest of the put: the hash
+(by the caller below 512 KiB), rendering the reference, and waiting for the worker's hash and write
+(from 512 KiB).
 Each timed put follows one small put on the same store, outside the timing: a running agent's store
 has compiled its statements by its second call (that costs ~5 ms once).
 
@@ -308,10 +308,9 @@ def main() -> None:
         srows.append([c["kind"], c["size_mb"], C.fmt_ms(put)] +
                      [f"{C.fmt_ms(st[k])} ({st[k] / put:.0%})" for k in labels])
     print("\n## Where Offloader.put spends its time on SQLite (ms, share of put)\n")
-    print("The caller's thread: " + ", ".join(Stages.MAIN) + ", then waiting (the hash: the caller's below "
-          "512 KiB, a worker's from there; rendering; and the worker's write from 4 MiB). On a worker thread "
-          "from 4 MiB, after the hash, overlapping "
-          "the token estimate and the preview: "
+    print("The caller's thread: " + ", ".join(Stages.MAIN) + ", then waiting (below 512 KiB the caller's "
+          "hash; rendering; from 512 KiB the worker's hash and write). On a worker thread "
+          "from 512 KiB, after the hash, overlapping the token estimate and the preview: "
           + ", ".join(Stages.AHEAD) + ". Inside whichever write stores the content: " + ", ".join(Stages.NESTED)
           + ".\n")
     print(C.table(["data", "MB", "put ms", *Stages.MAIN, "waiting", *(f"{k} (worker)" for k in Stages.AHEAD),

@@ -32,7 +32,7 @@ from .store.chunking import chunk_bytes
 from .tokens import TokenCounter, surely_over
 from .tools.query import QueryRunner
 from .tools.slicing import SliceRequest, Slicer, content_digest
-from .writes import HASH_ASIDE, PendingWrite
+from .writes import ASIDE, PendingWrite
 
 log = logging.getLogger("offload")
 
@@ -237,7 +237,7 @@ class Offloader:
         tool call returns while the worker frees them. The collector stays paused until the worker is
         done (the pause is taken here, before this call's own pause ends, and given back there).
         """
-        if size < HASH_ASIDE or detected.doc is None:
+        if size < ASIDE or detected.doc is None:
             return  # a small document frees in less than handing it over costs
         held = [detected.doc, detected.memo]
         detected.doc, detected.memo = None, {}

@@ -23,20 +23,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("offload")
 
-# Bytes from which a result is hashed on a worker thread while it is chunked, and its bytes written there
-# while its reference is built. Below, handing the write to a thread costs more than it saves: the
-# threads take turns on the GIL every 5 ms, and the work of a 1 MB result takes ~10 ms (measured: 14 ->
-# 13 ms for 1 MB of grep output, 84 -> 65 ms for 1 MB of JSON). The hash alone is one call that releases
-# the GIL, so from HASH_ASIDE it runs beside the chunking (1 MB of grep output 13.2 -> 13.0 ms, 2 MB of
-# log 16.8 -> 15.6 ms, medians of 9-11 alternating rounds; JSON within its noise).
-ASIDE = 4 << 20
-HASH_ASIDE = 512 << 10
+# Bytes from which a result is hashed, then written, on a worker thread while the caller chunks it and
+# builds its reference; below, the caller hashes it and writes it with its artifact row in one
+# transaction. hashlib and SQLite's steps run without the GIL, so the worker's hash and write overlap
+# the caller's Python; but every step between them waits for the GIL (the threads take turns every 5 ms)
+# and a second transaction adds its own commit, so for a small result the handover costs more than it
+# saves. Interleaved puts on fresh stores after a file write and a collection, as the benchmark puts
+# them, medians of 30-50 rounds, a 4 MiB threshold against this one (and again, against itself): 1 MB
+# of grep output 11.6 -> 10.2 ms (11.7), 2 MB of log 14.1 -> 11.1 ms (14.3), 2 MB of grep output
+# 13.7 -> 12.8 ms. The caller's own stages take longer meanwhile (the token estimate 2.2 -> 4 ms of a
+# 1 MB put: the worker takes the GIL between its steps), less than the write they overlap.
+ASIDE = 512 << 10
 
 
 class PendingWrite:
     """The store write of one result's bytes, on a worker thread while the caller builds its reference
-    (from ASIDE; a smaller result is written whole, row and bytes in one transaction, by `finish`, and
-    hashed on a worker from HASH_ASIDE, else by the caller).
+    (from ASIDE; a smaller result is hashed by the caller and written whole, row and bytes in one
+    transaction, by `finish`).
 
     hashlib and the database work without the GIL, so this overlaps the chunking and the preview, which
     are Python. The thread hashes the bytes (as long as a file write of them: the caller does not wait
@@ -58,8 +61,6 @@ class PendingWrite:
         self.done: Future | None = None
         if len(data) >= ASIDE:
             self.done = workers.submit(self._hash_then_write)
-        elif len(data) >= HASH_ASIDE:
-            self._sha256 = workers.submit(sha256_hex, data)
         else:
             self._sha256.set_result(sha256_hex(data))
 

@@ -124,6 +124,21 @@ def test_grep_counts_stay_exact_when_files_take_turns_line_by_line():
         assert all(truth[path] == n for path, n in preview.extra["matches_per_file"].items())
 
 
+def test_a_path_holding_a_colon_is_counted_whole_in_runs_and_when_files_take_turns():
+    """A numbered line's path runs to the first `:digits:` ("src/a:b.py:12:…" is src/a:b.py): its
+    matches are neither dropped nor put under "src/a", whether its lines come in a run or take turns."""
+    paths = ["src/a:b.py", "src/c.py", "C:\\w\\d:e.txt", "lib/x::y.py"]
+    interleaved = [(paths[i % 4], i) for i in range(1, 2000)]
+    grouped = [(path, i) for path in paths for i in range(1, 600)]
+    for pairs in (interleaved, grouped, grouped + interleaved):
+        data = "".join(f"{path}:{n}: value = {n}:{n}:ok\n" for path, n in pairs).encode()
+        found = detect(data, tool="grep")
+        preview = build_preview(found, data, 400, o200k)
+        truth = Counter(path for path, _ in pairs)
+        assert preview.extra["matches"] == len(pairs)
+        assert preview.extra["matches_per_file"] == dict(truth)
+
+
 def test_grep_counts_stay_exact_when_a_foreign_line_hides_inside_a_files_run():
     """A run's end is found by probes that skip lines; a line of another file (or of none) between two
     probes must still not be counted for the run's file: the counts are checked against the lines."""
@@ -150,6 +165,41 @@ def test_grep_with_context_lines_counts_only_matches():
     preview = build_preview(found, data, 300, o200k)
     assert preview.extra["matches"] == 300 and preview.extra["files"] == 5
     assert set(preview.extra["matches_per_file"].values()) == {60}
+
+
+def test_lines_priced_together_give_the_preview_they_give_one_by_one(grep_output, log_with_traceback):
+    """The estimate prices a preview's candidate lines together; the preview must be the one that
+    pricing them one at a time gives (a wrapper of the same count is called once a line)."""
+    from offload.tokens import TokenCounter
+
+    counter = TokenCounter()
+    for data in (grep_output[:300_000], log_with_traceback):
+        found = detect(data)
+        for budget in (120, 800, 4000):
+            together = build_preview(found, data, budget, counter.count)
+            one_by_one = build_preview(found, data, budget, lambda text: counter.count(text))
+            assert (together.text, together.omitted) == (one_by_one.text, one_by_one.omitted)
+
+
+@pytest.mark.parametrize("tool", ["bash", "grep"])
+def test_sparse_lines_still_fill_the_head(tool):
+    """The head's candidate lines are read for budget * 3 characters first: lines cheaper than that
+    (indentation, padding) must still fill the budget, from the longer pool."""
+    from offload.tokens import TokenCounter
+
+    count = TokenCounter().count
+    if tool == "grep":
+        lines = [f"a.py:{i}:" + " " * 120 + "x" for i in range(1, 5000)]
+    else:
+        lines = [" " * 120 + f"x{i}" for i in range(5000)]
+    data = ("\n".join(lines) + "\n").encode()
+    found = detect(data, tool=tool)
+    budget = 1000
+    preview = build_preview(found, data, budget, count)
+    shown = [line for line in preview.text.split("\n") if line.rstrip().endswith("x") or line.lstrip().startswith("x")]
+    assert count(preview.text) <= budget
+    # more lines than budget * 3 characters hold: the longer pool was read
+    assert len(shown) * 121 > 3 * budget, len(shown)
 
 
 @pytest.fixture(scope="module")

@@ -428,7 +428,7 @@ def test_a_big_json_document_is_freed_by_a_worker_and_the_collector_resumes(tmp_
     import gc
 
     data = json.dumps([{"id": i, "tags": ["a", "b"], "owner": {"name": f"u{i}"}} for i in range(20_000)]).encode()
-    assert len(data) > 512 * 1024  # from HASH_ASIDE (offload/writes.py) the document is handed to a worker to free
+    assert len(data) > 512 * 1024  # from ASIDE (offload/writes.py) the document is handed to a worker to free
     off = Offloader(url=f"sqlite:///{tmp_path / 's.db'}")
     off.put(b"[1]", tool="api")
     gc.collect()

@@ -326,6 +326,42 @@ def test_random_realistic_text_is_never_more_than_10_percent_below(text):
     assert estimate_tokens(text) >= 0.9 * max(O200K(text), CL100K(text)) - 2
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_realistic_text | st.text(max_size=60) | st.text(alphabet="aAxXé[ -", max_size=40)
+                | st.sampled_from(["", "x" * 2100, "é" * 1100, "zzzz", "strngth xxx", "[" * 20, "\ud800ab"]),
+                max_size=40))
+def test_many_texts_priced_together_get_each_its_own_estimate(texts):
+    """A preview prices its lines together (`estimate_each`): the figures must be exactly those of one
+    text at a time, whatever the neighbours (runs, case breaks, long runs, consonant windows must not
+    reach across), for empty texts, lone surrogates and texts too long to be priced together."""
+    assert tokens.estimate_each(texts) == [estimate_tokens(text) for text in texts]
+
+
+def test_every_line_of_real_output_priced_together_gets_its_own_estimate():
+    lines = (_read("argparse.py") + _read("LICENSE.txt")).splitlines()
+    lines += [f"{STDLIB}/{name}:{number}:{line}" for number, (name, line) in enumerate(zip(["os.py"] * 500, lines))]
+    for size in (1, 3, 32, 500):
+        for start in range(0, len(lines), size):
+            part = lines[start:start + size]
+            assert tokens.estimate_each(part) == [estimate_tokens(line) for line in part]
+
+
+def test_only_the_estimate_is_priced_together():
+    """`count_each` batches a heuristic TokenCounter's own count; any other count, a real tokenizer
+    or a wrapper, is called once a text."""
+    calls = []
+
+    def counting(text: str) -> int:
+        calls.append(text)
+        return len(text)
+
+    texts = ["alpha beta", "", "gamma"]
+    assert tokens.count_each(counting, texts) == [10, 0, 5] and calls == texts
+    assert tokens.count_each(TokenCounter().count, texts) == [estimate_tokens(text) for text in texts]
+    exact = TokenCounter("o200k_base")
+    assert tokens.count_each(exact.count, texts) == [O200K(text) for text in texts]
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(), st.text())
 def test_any_text_estimates_consistently(a, b):

@@ -13,11 +13,16 @@ from offload.content.lines import Count, LineView, Lines, clip_to_budget, descri
 __all__ = ["grep_preview"]
 
 TOP_FILES = 20  # files listed by name in the extra facts; the rest are summed
-_GREP_NUMBERED = re.compile(rb"\n((?:[A-Za-z]:)?[^:\n]+):\d+:")
-_LINE_NUMBERED = re.compile(rb"((?:[A-Za-z]:)?[^:\n]+):\d+:")
+# A numbered line's path runs to the first `:digits:`, so a path may hold colons ("src/a:b.py:12:…"):
+# segments without colons, each after the first only if its colon does not start `:digits:`
+# (possessive: nothing to backtrack, as fast as stopping at the first colon). Without line numbers
+# the path can only end at its first colon.
+_NUMBERED_PATH = rb"((?:[A-Za-z]:)?[^:\n]++(?::(?!\d+:)[^:\n]*+)*+):\d+:"
+_GREP_NUMBERED = re.compile(rb"\n" + _NUMBERED_PATH)
+_LINE_NUMBERED = re.compile(_NUMBERED_PATH)
 _LINE_PLAIN = re.compile(rb"((?:[A-Za-z]:)?[^:\n]+):")
 # The same, at every line start of a buffer: for output whose files take turns line by line
-_EVERY_NUMBERED = re.compile(rb"^((?:[A-Za-z]:)?[^:\n]+):\d+:", re.M)
+_EVERY_NUMBERED = re.compile(rb"^" + _NUMBERED_PATH, re.M)
 _EVERY_PLAIN = re.compile(rb"^((?:[A-Za-z]:)?[^:\n]+):", re.M)
 _NUMBERED_SAMPLE = 16384  # bytes read to tell `path:line:text` from `path:text` (~140 lines of grep output)
 _SHORT_RUNS = 64, 8  # after this many runs averaging fewer lines than this, count line by line in C
@@ -48,7 +53,13 @@ def grep_preview(data: bytes, budget: int, count: Count, *, max_lines: int = 200
     summary = _fit_summary(ranked, matches, min(budget // 3, 500), count)
     lines = Lines(data, count, line_cap or max(160, min(400, budget // 2)), total)
     marker_cost = count(f"… [{total:,} lines omitted: {total:,}–{total:,}] …") + 1
-    head, _ = fill(lines.head(max_lines, budget * 8), budget - count("\n".join(summary)) - marker_cost - 1)
+    room = budget - count("\n".join(summary)) - marker_cost - 1
+    # candidate lines of budget * 3 characters first, as `text_preview` takes them: all of budget * 8
+    # only when the head takes every one (the same lines either way: `fill` takes them in order)
+    pool = lines.head(max_lines, budget * 3)
+    head, _ = fill(pool, room)
+    if len(head) == len(pool) < min(max_lines, total):
+        head, _ = fill(lines.head(max_lines, budget * 8), room)
     while True:
         parts = [line.text for line in head]
         if head and head[-1].number < total - 1 or not head:

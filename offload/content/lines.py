@@ -12,6 +12,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from offload.tokens import count_each
+
 __all__ = ["LINES", "LineView", "Lines", "Unit", "clip_to_budget", "describe_omitted", "fill", "line_count",
            "nul_separated", "text_preview", "whole_text"]
 
@@ -174,7 +176,9 @@ Cutter = Callable[[_Line, int], "_Line | None"]
 def fill(lines: list[_Line], budget: int, cut: Cutter | None = None) -> tuple[list[_Line], int]:
     """The lines that fit in order; a first line too long for the whole budget is cut to fit."""
     taken, used = [], 0
-    for line in lines:
+    for index, line in enumerate(lines):
+        if "cost" not in line.__dict__:
+            _cost_ahead(lines, index)
         if used + line.cost > budget:
             if not taken and cut is not None:
                 fitted = cut(line, budget)
@@ -185,6 +189,18 @@ def fill(lines: list[_Line], budget: int, cut: Cutter | None = None) -> tuple[li
         taken.append(line)
         used += line.cost
     return taken, used
+
+
+_AHEAD = 32  # lines priced at once: what a few hundred tokens of budget take, at ~3 µs a line, not ~10
+
+
+def _cost_ahead(lines: list[_Line], index: int) -> None:
+    """Count the next lines' `cost` together (`count_each`): the lines a preview takes are priced
+    together, a few more than it can show at most."""
+    count = lines[index].count
+    ahead = [line for line in lines[index:index + _AHEAD] if "cost" not in line.__dict__ and line.count is count]
+    for line, tokens in zip(ahead, count_each(count, [line.text for line in ahead])):
+        line.__dict__["cost"] = tokens + 1  # as the cached property would have it
 
 
 def fill_reversed(lines: list[_Line], budget: int, cut: Cutter | None = None) -> tuple[list[_Line], int]:
@@ -214,7 +230,6 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
         only = lines.fit(lines.line(0, 0, len(data)), budget, both_ends=True)
         return _assemble(data, budget, count, [only] if only else [], [], total, [], [], True, unit)
     marker_cost = count(f"… [{total:,} {unit[1]} omitted: {total:,}–{total:,}] …") + 1
-    head = lines.head(MAX_HEAD_LINES, budget * 8)
     last = lines.tail(60, budget * 8)
     matters = bool(_TAIL_MATTERS.search("\n".join(line.text for line in last[-20:])))
     if tail_lines is None:
@@ -234,36 +249,49 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
     final = last[-1].cost if matters and last and last[-1].number == total - 1 else 0
     final = final if final <= (budget - marker_cost) // 2 else 0
 
+    head: list[_Line] = []
+    ran_out = False  # whether the head took every line of its pool, in either allocation
+
     def allocate(reserve: int) -> tuple[list[_Line], list[_Line]]:
+        nonlocal ran_out
         body = budget - marker_cost - reserve
         tail_budget = max(int(body * tail_share), final)
         tail, tail_used = fill_reversed(last[-tail_cap:] if tail_cap else [], tail_budget, tail_cut)
         head_pool = [line for line in head if not tail or line.number < tail[0].number]
         shown_head, head_used = fill(head_pool, body - tail_used, head_cut)
+        ran_out = ran_out or len(shown_head) == len(head_pool)
         if len(shown_head) == len(head_pool) and tail_cap:
             # The head ran out of lines: the rest of the budget goes to the tail.
             after = shown_head[-1].number if shown_head else -1
             tail, _ = fill_reversed([line for line in last if line.number > after], body - head_used, tail_cut)
         return shown_head, tail
 
-    shown_head, tail = allocate(error_reserve)
-    errors: list[str] = []
-    error_numbers: list[int] = []
-    complete = True
-    gap = _gap(shown_head, tail, total)
-    if scan_errors and gap:
-        found, complete = _error_lines(data, _gap_bytes(data, shown_head, tail), gap, ERROR_LINES)
-        error_numbers = [number for number, _ in found]
-        errors = [f"… {number:,}: {_clip_chars(text, 160)}" for number, text in found]
-    if error_reserve:
-        # Give what the error lines did not use back to the head and the tail; a listed line that
-        # they now show is no longer omitted, so it leaves the list.
-        block = "\n".join(errors + [f"; {unit[1]} among them that report errors (first {len(errors)}):"])
-        shown_head, tail = allocate(count(block) + 2 if errors else 0)
+    # The head's candidate lines: those of budget * 3 characters first (dense text fits fewer, and
+    # building a line costs about what pricing it does), all of budget * 8 when the head took them all:
+    # the same preview either way, since `fill` takes lines in order.
+    for chars_per_token in (3, 8):
+        head = lines.head(MAX_HEAD_LINES, budget * chars_per_token)
+        ran_out = False
+        shown_head, tail = allocate(error_reserve)
+        errors: list[str] = []
+        error_numbers: list[int] = []
+        complete = True
         gap = _gap(shown_head, tail, total)
-        kept = [i for i, number in enumerate(error_numbers) if gap and gap[0] <= number <= gap[1]]
-        errors, error_numbers = [errors[i] for i in kept], [error_numbers[i] for i in kept]
-    return _assemble(data, budget, count, shown_head, tail, total, errors, error_numbers, complete, unit)
+        if scan_errors and gap:
+            found, complete = _error_lines(data, _gap_bytes(data, shown_head, tail), gap, ERROR_LINES)
+            error_numbers = [number for number, _ in found]
+            errors = [f"… {number:,}: {_clip_chars(text, 160)}" for number, text in found]
+        if error_reserve:
+            # Give what the error lines did not use back to the head and the tail; a listed line that
+            # they now show is no longer omitted, so it leaves the list.
+            block = "\n".join(errors + [f"; {unit[1]} among them that report errors (first {len(errors)}):"])
+            shown_head, tail = allocate(count(block) + 2 if errors else 0)
+            gap = _gap(shown_head, tail, total)
+            kept = [i for i, number in enumerate(error_numbers) if gap and gap[0] <= number <= gap[1]]
+            errors, error_numbers = [errors[i] for i in kept], [error_numbers[i] for i in kept]
+        if not ran_out or chars_per_token == 8 or len(head) == min(MAX_HEAD_LINES, total):
+            return _assemble(data, budget, count, shown_head, tail, total, errors, error_numbers, complete, unit)
+    raise AssertionError("unreachable: the second pass returns")
 
 
 def whole_text(data: bytes, budget: int, count: Count) -> str | None:
