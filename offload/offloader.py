@@ -114,6 +114,12 @@ class Offloader:
             log.exception("offload failed on the result of %s; returning an unstored preview", tool)
             return self.references.unstored(tool, result, exc, self._limit_or_none(tool))
 
+    def structured(self, ref: Reference, /, **more: Any) -> dict[str, Any]:
+        """`ref` as JSON for a model (MCP structuredContent, a function call's output), with `more` merged:
+        within the budget its text form fits (`Reference.fitted_dict`)."""
+        budget = self.references.target_for(self.settings.limit_for(ref.tool))
+        return ref.fitted_dict(self.references.measure, budget, **more)
+
     def put(self, data: Any, *, tool: str, args: dict | None = None, session: str | None = None) -> Reference:
         """Store `data` whatever its size (the CLI's `put`) and return the reference the model would get."""
         return self._offload(tool, to_payload(data), args=args, session=session, fail_open=False)
@@ -158,19 +164,21 @@ class Offloader:
         return err_tokens <= err_limit and out_tokens + err_tokens <= total_limit
 
     def _offload(self, tool: str, payload: Payload, *, args: dict | None, session: str | None,
-                 fail_open: bool = True, parent_id: str | None = None) -> Reference:
+                 fail_open: bool = True, parent_id: str | None = None, reserve: int = 0) -> Reference:
         # A parsed JSON document is millions of acyclic containers that live until the reference is
         # built; with the collector on, each collection meanwhile walks them all (1-2 s at 100 MB).
         # `_offload_paused` returns once the document is freed by reference counting, or handed to a
         # worker that frees it under a pause of its own (`_free_aside`).
         with gc_paused():
             return self._offload_paused(tool, payload, args=args, session=session, fail_open=fail_open,
-                                        parent_id=parent_id)
+                                        parent_id=parent_id, reserve=reserve)
 
     def _offload_paused(self, tool: str, payload: Payload, *, args: dict | None, session: str | None,
-                        fail_open: bool, parent_id: str | None) -> Reference:
+                        fail_open: bool, parent_id: str | None, reserve: int = 0) -> Reference:
+        """`reserve`: tokens of the budget the reference's text leaves to what travels with it."""
         references = self.references
         target = references.target_for(self.settings.limit_for(tool))
+        target -= min(reserve, target // 2)
         data = payload.data
         stderr_ref = None
         companions = []
@@ -371,16 +379,25 @@ class Offloader:
         if outcome.inline is not None:
             response = outcome.inline
         else:
+            about = {"derived_from": artifact_id, "expression": outcome.expression, "count": outcome.count}
+            # the response is the reference's JSON with its text inside: the text leaves room for the rest
             ref = self._offload("query_artifact", Payload(outcome.derived, None), session=session,
                                 args={k: v for k, v in args.items() if v is not None and k != "_budget"},
-                                fail_open=False,
-                                parent_id=artifact_id)
+                                fail_open=False, parent_id=artifact_id, reserve=self._envelope(about))
             derived_id = ref.artifact_id
-            response = {**ref.to_dict(), "derived_from": artifact_id, "expression": outcome.expression,
-                        "count": outcome.count, "text": ref.render()}
+            response = self.structured(ref, **about, text=ref.render())
         self._log_extract(row, outcome.op, outcome.expression, args, outcome.result_sha256, outcome.result_bytes,
                           derived_id, started, session)
         return response
+
+    def _envelope(self, more: dict[str, Any]) -> int:
+        """Tokens the JSON of a reference takes besides its text once everything that gives way is gone
+        (`Reference.fitted_dict`): of one with the widest values, plus `more`."""
+        widest = Reference(artifact_id="art_" + "x" * 16, tool="query_artifact", kind="ndjson",
+                           content_type="application/x-ndjson", bytes=10**12, chars=10**12, lines=10**12,
+                           items=10**12, tokens=10**12, sha256="0" * 64, preview="", truncated=True,
+                           same_as="art_" + "x" * 16, tokens_sampled=True)
+        return self.references.measure(dumps(widest.fitted_dict(self.references.measure, 0, **more, text="")).decode())
 
     def _log_extract(self, row: dict, op: str, expression: str | None, args: dict, sha: str, size: int,
                      derived_id: str | None, started: float, session: str | None) -> None:

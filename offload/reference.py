@@ -7,8 +7,9 @@ structured tool results and the API. A reference for a result that could NOT be 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Callable
 
 KIND_LABELS = {
     "json": "JSON document", "ndjson": "NDJSON rows", "csv": "CSV table", "grep": "grep output",
@@ -19,6 +20,13 @@ KIND_LABELS = {
 # The structured form's fields that DESIGN.md promises (present in every to_dict(), null when not applicable).
 CONTRACT_FIELDS = ("artifact_id", "tool", "kind", "content_type", "bytes", "chars", "lines", "items", "tokens",
                    "sha256", "preview", "shape", "hints", "truncated")
+
+
+# What gives way, in order, when the structured form must fit a budget (`fitted_dict`): details the text
+# form states in its own words (per-file counts, hint results, notes), then what it shows within its
+# budget (the shape, the hints, the stderr preview, the preview).
+_GIVES_WAY = ("extra", "hint_results", "notes", "omitted", "shape", "hints", "stderr", "preview")
+_EMPTIED: dict[str, Any] = {"shape": None, "hints": [], "preview": ""}
 
 
 def _n(value: int | None) -> str:
@@ -76,6 +84,33 @@ class Reference:
         # the contract's fields are always there (null or [] when they do not apply), so scripts can
         # rely on the keys; the optional extras appear only when they say something
         return {k: v for k, v in data.items() if k in CONTRACT_FIELDS or (v is not None and v != [] and v != {})}
+
+    def fitted_dict(self, measure: Callable[[str], int], budget: int, /, **more: Any) -> dict[str, Any]:
+        """`to_dict()` with `more` merged, within `budget` tokens as `measure` counts its JSON: the form a
+        model may read instead of the text (MCP structuredContent, a function call's output).
+
+        The text form fits its budget; the dict holds more (the shape as a dict, every file's match count,
+        each hint's result) and can take twice the text's tokens. Over the budget, members give way in
+        the order of _GIVES_WAY, each one named in `left_out`, with where to find it: nothing is cut
+        without saying so. The contract's fields stay, emptied (null, [] or "").
+        """
+        data = {**self.to_dict(), **more}
+        left_out: list[str] = []
+        for name in (None, *_GIVES_WAY):
+            if name is not None:
+                if data.get(name) in (None, "", [], {}):
+                    continue
+                if name in CONTRACT_FIELDS:
+                    data[name] = _EMPTIED[name]
+                else:
+                    del data[name]
+                left_out.append(name)
+                data["truncated"] = data["truncated"] or name == "preview"
+                data["left_out"] = {"fields": left_out, "why": f"to fit this form in {budget:,} tokens; the text "
+                                    "form states them, and `offload show ID --json` has every field"}
+            if measure(json.dumps(data, ensure_ascii=False, default=str)) <= budget:
+                break
+        return data
 
     @property
     def entries(self) -> bool:

@@ -64,6 +64,36 @@ def test_pack_lists_user_tools_then_companions_with_schemas(pack):
         pack.add(build_log)
 
 
+def test_a_references_json_fits_the_budget_its_text_fits(off):
+    """The JSON of a reference (function output, MCP structuredContent) holds more than its text: every
+    file's match count with its full path, each hint's result. It fits the same budget, what gave way
+    named in left_out; the text keeps everything, and `show --json` every field."""
+    import sysconfig
+
+    from offload.reference import CONTRACT_FIELDS
+    from offload.tokens import exact_tokenizer
+
+    o200k, cl100k = exact_tokenizer("o200k_base"), exact_tokenizer("cl100k_base")
+
+    def grep_stdlib(pattern: str) -> str:
+        return subprocess.run(["grep", "-rn", pattern, sysconfig.get_paths()["stdlib"]],
+                              capture_output=True, text=True).stdout
+
+    pack = ToolPack(off, [grep_stdlib])
+    out = pack.call("grep_stdlib", {"pattern": "def __init__"})
+    measured = json.dumps(out.structured, ensure_ascii=False)
+    full = {k: v for k, v in off.reference(out.structured["artifact_id"]).items() if k != "text"}
+    assert max(o200k(measured), cl100k(measured)) <= 800
+    assert max(o200k(json.dumps(full, ensure_ascii=False)), cl100k(json.dumps(full, ensure_ascii=False))) > 800
+    assert set(CONTRACT_FIELDS) <= set(out.structured)
+    left_out = out.structured["left_out"]
+    assert left_out["fields"][0] == "extra" and "text form" in left_out["why"]
+    assert all(name not in out.structured or out.structured[name] in (None, [], "") for name in left_out["fields"])
+    assert out.structured["bytes"] == full["bytes"] and out.structured["lines"] == full["lines"]
+    assert out.structured["preview"] == full["preview"]  # the per-file counts gave way, not the preview
+    assert max(o200k(out.text), cl100k(out.text)) <= 800
+
+
 def test_small_results_pass_through_and_big_ones_become_references(pack, off):
     small = pack.call("build_log", {"build": "7", "tail": 1})
     assert small.text == "99999 FATAL disk full on /dev/sda1" and not small.is_error

@@ -212,6 +212,19 @@ def test_a_large_query_result_becomes_a_derived_artifact(off, json_ref):
     assert paged["result"] == expected[10:15] and paged["next_offset"] == 15
 
 
+def test_a_derived_results_response_fits_the_reference_budget_with_its_text(off, json_ref):
+    """The response for a result stored as a derived artifact carries the reference's text and its JSON
+    together; the whole of it fits the reference budget (it took 1,600 tokens at 800)."""
+    from offload.tokens import exact_tokenizer
+
+    ref, _ = json_ref
+    out = off.query_artifact(ref.artifact_id, jmespath="data[?status=='ok']")
+    measured = json.dumps(out, ensure_ascii=False)
+    assert max(exact_tokenizer("o200k_base")(measured), exact_tokenizer("cl100k_base")(measured)) <= 800
+    assert out["text"] == off.reference(out["artifact_id"])["text"] and "left_out" in out
+    assert out["derived_from"] == ref.artifact_id and out["artifact_id"] in out["text"]
+
+
 def test_invalid_jmespath_names_the_position_and_an_example(off, json_ref):
     ref, _ = json_ref
     with pytest.raises(QueryError) as info:

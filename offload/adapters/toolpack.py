@@ -204,7 +204,7 @@ class ToolPack:
     def _output(self, tool: PackTool, result: Any, raw: dict[str, Any], session: str | None) -> ToolOutput:
         if not isinstance(result, Reference):  # a tool already wrapped with @off.tool comes back processed
             result = self.off.process(tool.name, result, args=raw, session=session)
-        return as_output(result)
+        return as_output(result, self.off)
 
     def _failed(self, tool: PackTool, exc: Exception) -> ToolOutput:
         if not self.catch_errors:
@@ -255,10 +255,12 @@ class ToolPack:
         return (detached(value) if as_json or isinstance(value, str) else text), size
 
 
-def as_output(result: Any) -> ToolOutput:
-    """A processed tool result (unchanged, or a Reference) as text for the model and as JSON."""
+def as_output(result: Any, off: "Offloader | None" = None) -> ToolOutput:
+    """A processed tool result (unchanged, or a Reference) as text for the model and as JSON; with `off`,
+    a Reference's JSON within the budget its text fits (`Offloader.structured`), else all of it."""
     if isinstance(result, Reference):
-        return ToolOutput(result.render(), result.to_dict(), is_error=False)
+        structured = off.structured(result) if off is not None else result.to_dict()
+        return ToolOutput(result.render(), structured, is_error=False)
     if result is None:
         return ToolOutput("(no output)", {"result": None})
     if isinstance(result, str):

@@ -236,6 +236,7 @@ QUERY_ARTIFACT_OUTPUT_SCHEMA: dict[str, Any] = {
         "note": {"type": "string", "description": "Present when grep matched NUL-separated entries, not lines."},
         "derived_from": {"type": "string"},
         "text": {"type": "string", "description": "The derived artifact's reference as the model reads it."},
+        "left_out": {"type": "object", "description": "Present when members of this JSON gave way to fit the budget: which (fields), and why (the text form states them)."},
     },
     "required": ["artifact_id", "kind", "count"],
     "anyOf": [{"required": ["result", "expression", "next_offset", "next"]},

@@ -48,6 +48,7 @@ REFERENCE_OUTPUT_SCHEMA: dict[str, Any] = {
         "truncated": {"type": "boolean"},
         "hints": {"type": "array", "items": {"type": "string"}},
         "stored": {"type": "boolean"},
+        "left_out": {"type": "object", "description": "Present when members of this JSON gave way to fit the budget: which (fields), and why (the text form states them)."},
     },
     "required": ["artifact_id", "tool", "kind", "bytes", "preview", "truncated"],
 }
@@ -190,12 +191,12 @@ def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, 
     if structured is not None:
         shared = _shared_reference(structured, stored)
         if shared is not None:
-            new_structured = shared.to_dict()
+            new_structured = off.structured(shared)
         else:
             structured = new_structured = restore(structured)
             out = off.process(tool, structured, args=args, session=session)
             if out is not structured:
-                new_structured = out.to_dict() if isinstance(out, Reference) else {"offload": _rendered(out)}
+                new_structured = off.structured(out) if isinstance(out, Reference) else {"offload": _rendered(out)}
         changed = changed or new_structured is not structured
 
     if not changed:
@@ -220,7 +221,7 @@ def unprocessed_call_result(off: "Offloader", tool: str, result: dict[str, Any],
     out = {**result, "content": [{"type": "text", "text": _rendered(preview)}, *passed]}
     structured = result.get("structuredContent")
     if structured is not None and len(dumps(structured)) > off.settings.limit_for(tool):  # a token is >= a byte
-        out["structuredContent"] = preview.to_dict() if isinstance(preview, Reference) else {
+        out["structuredContent"] = off.structured(preview) if isinstance(preview, Reference) else {
             "artifact_id": None, "tool": tool, "kind": "text", "bytes": len(shown.encode("utf-8", "surrogatepass")),
             "preview": "", "truncated": True, "stored": False}
     return out
