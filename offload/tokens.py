@@ -227,7 +227,13 @@ def _estimate_short(codes: bytes) -> float:
         runs -= equal.count(0)
         if _LONG_EQUAL in equal and any(needle in codes for needle in _LONG_NEEDLES):
             extra = _long_runs_short(codes)  # rare: the equal neighbours are mostly indentation
-    return sum(codes) / _UNIT + _PER_RUN * (max(1, runs) - up - down) + _PER_CASE_BREAK * up + extra
+    return _short_figure(sum(codes), runs, up, down, extra)
+
+
+def _short_figure(code_sum: int, runs: int, up: int, down: int, extra: float) -> float:
+    """A short text's estimate from its counts (`_estimate_short`, `estimate_each`: one formula, so the
+    two give the same figures)."""
+    return code_sum / _UNIT + _PER_RUN * (max(1, runs) - up - down) + _PER_CASE_BREAK * up + extra
 
 
 def estimate_tokens(text: str | bytes, kind: str = "text") -> int:
@@ -257,8 +263,7 @@ def estimate_each(texts: Sequence[str]) -> list[int]:
     The short texts' UTF-8 and their codes are joined with a zero byte, which is no code and no
     consonant (byte 0 itself is coded as punctuation: the codes are joined, not the bytes), so no run,
     case break, long run or consonant window spans two texts; each text's counts are sums over its
-    span (with the zero bytes after it, which add nothing), and its figure is `_estimate_short`'s sum,
-    term by term.
+    span (with the zero bytes after it, which add nothing), and its figure `_short_figure` of them.
     """
     estimates = [0] * len(texts)
     short, encoded = [], []
@@ -295,9 +300,7 @@ def estimate_each(texts: Sequence[str]) -> list[int]:
         windows = np.add.reduceat(triples.view(np.uint8), byte_starts, dtype=np.int64).tolist()
     for index, size, code_sum, same, ups, downs, extra, rare in zip(
             short, lengths, code_sums, equal, up, down, extras, windows):
-        runs = size - same
-        total = code_sum / _UNIT + _PER_RUN * (max(1, runs) - ups - downs) + _PER_CASE_BREAK * ups + extra
-        estimates[index] = _rounded(total + _PER_CONSONANTS * rare)
+        estimates[index] = _rounded(_short_figure(code_sum, size - same, ups, downs, extra) + _PER_CONSONANTS * rare)
     return estimates
 
 

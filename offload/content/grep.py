@@ -8,7 +8,8 @@ import re
 from collections import Counter
 from itertools import pairwise
 
-from offload.content.lines import Count, LineView, Lines, clip_to_budget, describe_omitted, fill, line_count, whole_text
+from offload.content.lines import (Count, LineView, Lines, clip_to_budget, describe_omitted, fill, head_pools,
+                                   line_count, whole_text)
 
 __all__ = ["grep_preview"]
 
@@ -54,12 +55,10 @@ def grep_preview(data: bytes, budget: int, count: Count, *, max_lines: int = 200
     lines = Lines(data, count, line_cap or max(160, min(400, budget // 2)), total)
     marker_cost = count(f"… [{total:,} lines omitted: {total:,}–{total:,}] …") + 1
     room = budget - count("\n".join(summary)) - marker_cost - 1
-    # candidate lines of budget * 3 characters first, as `text_preview` takes them: all of budget * 8
-    # only when the head takes every one (the same lines either way: `fill` takes them in order)
-    pool = lines.head(max_lines, budget * 3)
-    head, _ = fill(pool, room)
-    if len(head) == len(pool) < min(max_lines, total):
-        head, _ = fill(lines.head(max_lines, budget * 8), room)
+    for pool in head_pools(lines, max_lines, budget):
+        head, _ = fill(pool, room)
+        if len(head) < len(pool):
+            break
     while True:
         parts = [line.text for line in head]
         if head and head[-1].number < total - 1 or not head:

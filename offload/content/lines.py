@@ -10,11 +10,11 @@ from __future__ import annotations
 import functools
 import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from offload.tokens import count_each
 
-__all__ = ["LINES", "LineView", "Lines", "Unit", "clip_to_budget", "describe_omitted", "fill", "line_count",
+__all__ = ["LINES", "LineView", "Lines", "Unit", "clip_to_budget", "describe_omitted", "fill", "head_pools", "line_count",
            "nul_separated", "text_preview", "whole_text"]
 
 Count = Callable[[str], int]
@@ -191,6 +191,16 @@ def fill(lines: list[_Line], budget: int, cut: Cutter | None = None) -> tuple[li
     return taken, used
 
 
+def head_pools(lines: Lines, limit_lines: int, budget: int) -> Iterator[list[_Line]]:
+    """The head's candidate lines: those of budget * 3 characters first (dense text fits fewer, and
+    building a line costs about what pricing it does), then all of budget * 8 for a caller whose head
+    took every one of the first. Either gives the same preview, since `fill` takes lines in order."""
+    pool = lines.head(limit_lines, budget * 3)
+    yield pool
+    if len(pool) < min(limit_lines, lines.total):
+        yield lines.head(limit_lines, budget * 8)
+
+
 _AHEAD = 32  # lines priced at once: what a few hundred tokens of budget take, at ~3 µs a line, not ~10
 
 
@@ -249,7 +259,6 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
     final = last[-1].cost if matters and last and last[-1].number == total - 1 else 0
     final = final if final <= (budget - marker_cost) // 2 else 0
 
-    head: list[_Line] = []
     ran_out = False  # whether the head took every line of its pool, in either allocation
 
     def allocate(reserve: int) -> tuple[list[_Line], list[_Line]]:
@@ -266,11 +275,7 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
             tail, _ = fill_reversed([line for line in last if line.number > after], body - head_used, tail_cut)
         return shown_head, tail
 
-    # The head's candidate lines: those of budget * 3 characters first (dense text fits fewer, and
-    # building a line costs about what pricing it does), all of budget * 8 when the head took them all:
-    # the same preview either way, since `fill` takes lines in order.
-    for chars_per_token in (3, 8):
-        head = lines.head(MAX_HEAD_LINES, budget * chars_per_token)
+    for head in head_pools(lines, MAX_HEAD_LINES, budget):
         ran_out = False
         shown_head, tail = allocate(error_reserve)
         errors: list[str] = []
@@ -289,9 +294,9 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
             gap = _gap(shown_head, tail, total)
             kept = [i for i, number in enumerate(error_numbers) if gap and gap[0] <= number <= gap[1]]
             errors, error_numbers = [errors[i] for i in kept], [error_numbers[i] for i in kept]
-        if not ran_out or chars_per_token == 8 or len(head) == min(MAX_HEAD_LINES, total):
-            return _assemble(data, budget, count, shown_head, tail, total, errors, error_numbers, complete, unit)
-    raise AssertionError("unreachable: the second pass returns")
+        if not ran_out:
+            break
+    return _assemble(data, budget, count, shown_head, tail, total, errors, error_numbers, complete, unit)
 
 
 def whole_text(data: bytes, budget: int, count: Count) -> str | None:
