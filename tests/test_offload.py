@@ -443,6 +443,56 @@ def test_a_big_json_document_is_freed_by_a_worker_and_the_collector_resumes(tmp_
     off.close()
 
 
+def test_a_write_ahead_lowers_the_switch_interval_until_it_ends_and_gives_it_back(tmp_path):
+    """While a big result is written ahead, the worker gets the GIL back within QUICK_SWITCH, not 5 ms;
+    concurrent writes share one lowering, the last gives the interval back, and an interval someone
+    else set meanwhile stands."""
+    from offload import workers
+
+    assert sys.getswitchinterval() > workers.QUICK_SWITCH
+    default = sys.getswitchinterval()
+    release, seen = threading.Event(), []
+
+    def task() -> None:
+        seen.append(sys.getswitchinterval())
+        release.wait(10)
+
+    try:
+        first, second = workers.submit_quick(task), workers.submit_quick(task)
+        time.sleep(0.05)
+        assert sys.getswitchinterval() == pytest.approx(workers.QUICK_SWITCH)
+        release.set()
+        first.result(), second.result()
+        assert seen == [pytest.approx(workers.QUICK_SWITCH)] * 2 and sys.getswitchinterval() == default
+
+        release.clear()
+        third = workers.submit_quick(task)
+        sys.setswitchinterval(0.01)  # the host application's own choice, made during the write
+        release.set()
+        third.result()
+        assert sys.getswitchinterval() == pytest.approx(0.01)
+        sys.setswitchinterval(0.0001)  # already shorter: left alone
+        workers.submit_quick(lambda: seen.append(sys.getswitchinterval())).result()
+        assert seen[-1] == pytest.approx(0.0001) and sys.getswitchinterval() == pytest.approx(0.0001)
+    finally:  # a failure above must not leave the rest of the suite on another interval
+        release.set()
+        sys.setswitchinterval(default)
+
+    # a result written ahead from QUICK_FROM goes through it (one below, written ahead too, does not),
+    # and the interval is back once the put returns
+    from offload.writes import ASIDE, QUICK_FROM
+
+    off = Offloader(url=f"sqlite:///{tmp_path / 's.db'}")
+    intervals = []
+    original = off.store.put_content
+    off.store.put_content = lambda *a, **k: intervals.append(sys.getswitchinterval()) or original(*a, **k)
+    small, big = (grep_output()[:size] for size in (ASIDE + 1000, QUICK_FROM + 1000))
+    refs = [off.put(data, tool="grep") for data in (small, big)]
+    assert intervals == [default, pytest.approx(workers.QUICK_SWITCH)] and sys.getswitchinterval() == default
+    assert [b"".join(off.iter_raw(ref.artifact_id)) for ref in refs] == [small, big]
+    off.close()
+
+
 def test_done_when_every_hint_of_a_multi_mb_json_runs_from_a_fresh_process(off, store_url, real_count, tmp_path):
     data = stdlib_json()
     ref = off.process("api_dump", data)
