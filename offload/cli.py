@@ -383,7 +383,7 @@ def demo() -> None:
 @app.command("mcp")
 def mcp_(http: bool = typer.Option(False, "--http", help="Serve streamable HTTP at /mcp instead of stdio."),
          host: str = typer.Option("127.0.0.1", help="With --http: address to bind; off loopback a token is required."),
-         port: int = typer.Option(8765, help="With --http: port to listen on."),
+         port: int = typer.Option(8765, min=1, max=65535, help="With --http: port to listen on."),
          token: Optional[str] = typer.Option(None, envvar="OFFLOAD_MCP_TOKEN",
                                              help="With --http: bearer token every request must carry."),
          allow_origin: list[str] = typer.Option([], "--allow-origin",
@@ -453,7 +453,7 @@ def export_(path: Path = typer.Argument(..., help="Archive file to write (a tar)
 
 
 @app.command("import")
-def import_(path: Path = typer.Argument(..., exists=True, dir_okay=False, help="Archive written by export."),
+def import_(path: Path = typer.Argument(..., help="Archive written by export."),
             as_json: bool = typer.Option(False, "--json")) -> None:
     """Load an archive into this store and namespace; ids already present are skipped. Example: offload import backup.tar"""
     with _progress_bar(path.stat().st_size, "importing") as bar:
@@ -466,7 +466,7 @@ def import_(path: Path = typer.Argument(..., exists=True, dir_okay=False, help="
 
 @app.command()
 def serve(host: str = typer.Option("127.0.0.1", help="Address to bind; off loopback a token is required."),
-          port: int = typer.Option(8765, help="Port to listen on."),
+          port: int = typer.Option(8765, min=1, max=65535, help="Port to listen on."),
           token: list[str] = typer.Option([], "--token", help="Bearer token (TOKEN or TOKEN=NAMESPACE to scope it).")
           ) -> None:
     """Serve the HTTP API (/api, OpenAPI at /docs) and the web page (/). Example: offload serve --port 8765"""

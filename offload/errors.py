@@ -84,6 +84,12 @@ class StoreLocked(StoreError):
     code = "store_locked"
 
 
+class ContentMismatch(StoreError):
+    """The bytes given for a content did not hash to the sha256 they were given with (nothing was stored)."""
+
+    code = "content_mismatch"
+
+
 class QuotaExceeded(StoreError):
     status = 507
     code = "quota_exceeded"

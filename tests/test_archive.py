@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import io
 import json
+import tarfile
 
 import pytest
 
 from offload import Offloader
-from offload.errors import ArtifactExpired
+from offload.errors import ArtifactExpired, InvalidArgument
 
 
 def _fill(off: Offloader) -> dict:
@@ -78,6 +80,62 @@ def test_a_tampered_archive_stores_nothing(tmp_path, sqlite_url):
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     target = Offloader(f"sqlite:///{tmp_path / 't.db'}")
-    with pytest.raises(Exception, match="sha256"):
+    with pytest.raises(InvalidArgument, match=rf"b\.tar is damaged: content/{ref.sha256} no longer matches its sha256"):
         target.import_archive(tmp_path / "b.tar")
     assert target.store.total_bytes() == 0
+
+
+def _write_tar(path, members: dict[str, bytes]) -> None:
+    with tarfile.open(path, "w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+
+
+def test_what_is_not_an_intact_archive_is_refused_clearly_and_the_store_keeps_what_it_had(tmp_path, sqlite_url):
+    source = Offloader(sqlite_url)
+    log = "".join(f"{i} ok\n" for i in range(200_000))
+    source.process("bash", log)
+    source.process("api", [{"id": i} for i in range(20_000)])
+    whole = tmp_path / "whole.tar"
+    source.export_archive(whole)
+    with tarfile.open(whole) as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
+        cut_at, cut_later = [m.offset_data + m.size // 2 for m in tar if m.name.startswith("content/")][:2]
+    cases = {
+        "text.tar": (b"just some text\n", r"is not an offload archive: it is not a tar file"),
+        "other.tar": (None, r"does not start with manifest\.json \(its first member is 'notes\.txt'\)"),
+        "version.tar": ({**members, "manifest.json": b'{"format": "offload-archive", "version": 99}'},
+                        r"not an offload archive of version 1 .*'version': 99"),
+        "manifest.tar": ({**members, "manifest.json": b"{not json"}, r"is damaged \(unexpected character.*nothing was imported"),
+        "rows.tar": ({**members, "artifacts.ndjson": b'{"id": "art_x"}\n'},
+                     r"is damaged \(a record lacks its 'sha256' field\); nothing was imported"),
+        "cut.tar": (whole.read_bytes()[:cut_at], r"is damaged \(unexpected end of data\); nothing was imported"),
+    }
+    target = Offloader(f"sqlite:///{tmp_path / 'target.db'}")
+    kept = target.process("bash", "already here\n" * 50_000)
+    before = (target.store.total_bytes(), [a["id"] for a in target.list()[0]])
+    for name, (data, message) in cases.items():
+        path = tmp_path / name
+        if data is None:
+            _write_tar(path, {"notes.txt": b"hello\n"})
+        elif isinstance(data, dict):
+            _write_tar(path, data)
+        else:
+            path.write_bytes(data)
+        with pytest.raises(InvalidArgument, match=message):
+            target.import_archive(path)
+        assert b"".join(target.iter_raw(kept.artifact_id)) == ("already here\n" * 50_000).encode(), name
+        assert target.verify() == [], name
+    assert target.store.total_bytes() == before[0]  # the cut archive's content was refused whole
+    assert {a["id"] for a in target.list()[0]} == set(before[1])
+    (tmp_path / "cut-later.tar").write_bytes(whole.read_bytes()[:cut_later])  # one whole content before the cut
+    with pytest.raises(InvalidArgument, match=r"is damaged \(unexpected end of data\); 1 artifact and 0 extracts "
+                                              r"read before it were imported and stay \(import the intact archive"):
+        target.import_archive(tmp_path / "cut-later.tar")
+    assert len(target.list()[0]) == 2 and target.verify() == []
+    target.import_archive(whole)  # the intact archive completes the import
+    assert len(target.list()[0]) == 3
+    source.close()
+    target.close()

@@ -267,3 +267,21 @@ def test_put_fails_clearly_when_the_store_cannot_take_it(tmp_path):
                      ok=False)
     assert result.exit_code == 2 and result.stderr.startswith("error: ")
     assert "Traceback" not in result.output
+
+
+def test_import_of_what_is_not_an_archive_fails_clearly(url, tmp_path):
+    (tmp_path / "notes.txt").write_text("not an archive\n")
+    for path, message in ((tmp_path / "notes.txt", "is not an offload archive: it is not a tar file"),
+                          (tmp_path / "missing.tar", "No such file or directory"),
+                          (tmp_path, "Is a directory")):
+        done = offload_process("--url", url, "import", str(path))
+        assert done.returncode == 2, (path, done.stderr)
+        assert message in done.stderr.decode() and b"Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize("command", [["serve"], ["mcp", "--http"]])
+@pytest.mark.parametrize("port", ["65536", "-5"])
+def test_a_port_out_of_range_is_refused_before_anything_listens(url, command, port):
+    result = offload("--url", url, *command, "--port", port, ok=False)
+    assert result.exit_code == 2 and "Invalid value for '--port'" in result.output
+    assert "Traceback" not in result.output

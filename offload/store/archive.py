@@ -18,7 +18,7 @@ import numpy as np
 import orjson
 import sqlalchemy as sa
 
-from ..errors import InvalidArgument
+from ..errors import ContentMismatch, InvalidArgument, OffloadError
 from .chunking import ItemIndex, unpack_block
 from .models import artifacts, contents, extracts, item_blocks
 from .store import Store
@@ -114,62 +114,101 @@ def export_archive(store: Store, namespace: str, path: Path | BinaryIO, *, progr
 
 def import_archive(store: Store, path: Path | BinaryIO, *, namespace: str | None = None,
                    progress: Progress | None = None) -> dict:
-    """Load an archive into `store` (into `namespace`, default the archive's own). Idempotent."""
-    opener = tarfile.open(path, "r") if isinstance(path, (str, Path)) else tarfile.open(fileobj=path, mode="r|")
+    """Load an archive into `store` (into `namespace`, default the archive's own). Idempotent.
+
+    A file that is not an offload archive, or one damaged on the way (truncated, edited), is refused with
+    InvalidArgument naming the file and what is wrong. Each content is re-hashed as it is stored, so a
+    damaged one stores nothing; what was already in the store is never changed. Artifacts imported before
+    the damage was met stay (importing the intact archive again completes it: ids present are skipped).
+    """
+    label = str(path) if isinstance(path, (str, Path)) else "the archive"
     imported = {"artifacts": 0, "extracts": 0, "contents": 0, "skipped": 0}
-    with opener as tar:
-        meta: dict[str, Any] = {}
-        rows_by_sha: dict[str, list[dict]] = {}
-        infos: dict[str, dict] = {}
-        pending_items: dict[str, bytes] = {}
-        for member in tar:
-            name = member.name
-            data = tar.extractfile(member) if member.isfile() else None
-            if name == "manifest.json":
-                meta = orjson.loads(data.read())
-                if meta.get("format") != FORMAT or meta.get("version") != VERSION:
-                    raise InvalidArgument(f"not an offload archive (format {meta.get('format')!r}, "
-                                          f"version {meta.get('version')!r})")
-                target = namespace if namespace is not None else meta["namespace"]
-            elif name == "artifacts.ndjson":
-                for row in _loads(data.read()):
-                    row["namespace"] = target
-                    if _exists(store, artifacts, row["id"]):
-                        imported["skipped"] += 1
-                    elif row["sha256"] is None:  # a tombstone: keep saying "expired"
-                        with store._write() as conn:
-                            conn.execute(artifacts.insert().values(**row))
-                        imported["artifacts"] += 1
-                    else:
-                        rows_by_sha.setdefault(row["sha256"], []).append(row)
-            elif name == "extracts.ndjson":
-                for row in _loads(data.read()):
-                    row["namespace"] = target
-                    if not _exists(store, extracts, row["id"]):
-                        with store._write() as conn:
-                            conn.execute(extracts.insert().values(**row))
-                        imported["extracts"] += 1
-            elif name == "contents.ndjson":
-                infos = {i["sha256"]: i for i in _loads(data.read())}
-            elif name.startswith("items/"):
-                pending_items[name[6:]] = data.read()
-            elif name.startswith("content/"):
-                sha = name[8:]
-                rows = rows_by_sha.pop(sha, [])
-                if rows:
-                    _import_content(store, sha, data, rows, progress)
-                    imported["contents"] += 1
-                    imported["artifacts"] += len(rows)
-        # item indexes follow their content in the archive: attach them now
-        for sha, blob in pending_items.items():
-            _attach_items(store, sha, blob, (infos.get(sha) or {}).get("items_path") or "")
-        for rows in rows_by_sha.values():  # rows whose content the archive lacks: keep them as tombstones
-            for row in rows:
-                with store._write() as conn:
-                    conn.execute(artifacts.insert().values(**{**row, "sha256": None, "status": "deleted",
-                                                              "ended_at": row.get("ended_at") or row["created_at"]}))
-                imported["artifacts"] += 1
+    try:
+        opener = tarfile.open(path, "r") if isinstance(path, (str, Path)) else tarfile.open(fileobj=path, mode="r|")
+    except tarfile.ReadError as exc:
+        raise InvalidArgument(f"{label} is not an offload archive: it is not a tar file ({_first_line(exc)}); "
+                              "archives are written by `offload export`. Nothing was imported.") from exc
+    try:
+        with opener as tar:
+            return _import_members(store, tar, namespace, progress, label, imported)
+    except OffloadError:
+        raise
+    except (tarfile.TarError, EOFError, ValueError, KeyError, TypeError, sa.exc.CompileError) as exc:
+        why = f"a record lacks its {exc} field" if isinstance(exc, KeyError) else _first_line(exc)
+        done = (f"{_count(imported['artifacts'], 'artifact')} and {_count(imported['extracts'], 'extract')} read "
+                "before it were imported and stay (import the intact archive again to complete it)"
+                if imported["artifacts"] or imported["extracts"] else "nothing was imported")
+        raise InvalidArgument(f"{label} is damaged ({why}); {done}. What the store held before is unchanged.") from exc
+
+
+def _import_members(store: Store, tar: tarfile.TarFile, namespace: str | None, progress: Progress | None,
+                    label: str, imported: dict[str, int]) -> dict:
+    first = tar.next()
+    if first is None or first.name != "manifest.json" or not first.isfile():
+        raise InvalidArgument(f"{label} is not an offload archive: it does not start with manifest.json"
+                              + (f" (its first member is {first.name!r})" if first is not None else " (it is empty)")
+                              + "; archives are written by `offload export`.")
+    meta = orjson.loads(tar.extractfile(first).read())
+    if not isinstance(meta, dict) or meta.get("format") != FORMAT or meta.get("version") != VERSION:
+        found = meta if not isinstance(meta, dict) else {k: meta.get(k) for k in ("format", "version")}
+        raise InvalidArgument(f"{label} is not an offload archive of version {VERSION} (its manifest says {found!r})")
+    target = namespace if namespace is not None else meta["namespace"]
+    rows_by_sha: dict[str, list[dict]] = {}
+    infos: dict[str, dict] = {}
+    pending_items: dict[str, bytes] = {}
+    for member in tar:
+        name = member.name
+        data = tar.extractfile(member) if member.isfile() else None
+        if data is None:
+            continue
+        if name == "artifacts.ndjson":
+            for row in _loads(data.read()):
+                row["namespace"] = target
+                if _exists(store, artifacts, row["id"]):
+                    imported["skipped"] += 1
+                elif row["sha256"] is None:  # a tombstone: keep saying "expired"
+                    with store._write() as conn:
+                        conn.execute(artifacts.insert().values(**row))
+                    imported["artifacts"] += 1
+                else:
+                    rows_by_sha.setdefault(row["sha256"], []).append(row)
+        elif name == "extracts.ndjson":
+            for row in _loads(data.read()):
+                row["namespace"] = target
+                if not _exists(store, extracts, row["id"]):
+                    with store._write() as conn:
+                        conn.execute(extracts.insert().values(**row))
+                    imported["extracts"] += 1
+        elif name == "contents.ndjson":
+            infos = {i["sha256"]: i for i in _loads(data.read())}
+        elif name.startswith("items/"):
+            pending_items[name[6:]] = data.read()
+        elif name.startswith("content/"):
+            sha = name[8:]
+            rows = rows_by_sha.pop(sha, [])
+            if rows:
+                _import_content(store, sha, data, rows, progress, label)
+                imported["contents"] += 1
+                imported["artifacts"] += len(rows)
+    # item indexes follow their content in the archive: attach them now
+    for sha, blob in pending_items.items():
+        _attach_items(store, sha, blob, (infos.get(sha) or {}).get("items_path") or "")
+    for rows in rows_by_sha.values():  # rows whose content the archive lacks: keep them as tombstones
+        for row in rows:
+            with store._write() as conn:
+                conn.execute(artifacts.insert().values(**{**row, "sha256": None, "status": "deleted",
+                                                          "ended_at": row.get("ended_at") or row["created_at"]}))
+            imported["artifacts"] += 1
     return {**meta, "imported": imported}
+
+
+def _count(number: int, noun: str) -> str:
+    return f"{number:,} {noun}" + ("" if number == 1 else "s")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    return text.splitlines()[0].rstrip(":")
 
 
 def _exists(store: Store, table, key: str) -> bool:
@@ -177,7 +216,8 @@ def _exists(store: Store, table, key: str) -> bool:
         return conn.execute(sa.select(table.c.id).where(table.c.id == key)).first() is not None
 
 
-def _import_content(store: Store, sha: str, stream: BinaryIO, rows: list[dict], progress: Progress | None) -> None:
+def _import_content(store: Store, sha: str, stream: BinaryIO, rows: list[dict], progress: Progress | None,
+                    label: str) -> None:
     def blocks() -> Iterator[bytes]:
         while block := stream.read(1 << 20):
             if progress:
@@ -185,7 +225,11 @@ def _import_content(store: Store, sha: str, stream: BinaryIO, rows: list[dict], 
             yield block
 
     first, rest = rows[0], rows[1:]
-    store.put(first, blocks(), sha)  # put re-hashes what it stores: a corrupt archive stores nothing
+    try:
+        store.put(first, blocks(), sha)  # put re-hashes what it stores: a corrupt archive stores nothing
+    except ContentMismatch as exc:
+        raise InvalidArgument(f"{label} is damaged: content/{sha} no longer matches its sha256, so it and its "
+                              f"{len(rows)} artifact(s) were not stored; export the store again") from exc
     for row in rest:
         store.put(row, b"", sha)  # the content is there now: metadata only
 

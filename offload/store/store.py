@@ -20,7 +20,7 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import ArtifactExpired, ArtifactNotFound, InvalidArgument, QuotaExceeded, StoreError
+from ..errors import ArtifactExpired, ArtifactNotFound, ContentMismatch, InvalidArgument, QuotaExceeded, StoreError
 from .chunking import CHUNK_SIZE, ITEMS_PER_BLOCK, Chunk, ItemIndex, chunk_stream, count_lines, unpack_block
 from .engines import wal_checkpointer
 from .models import artifacts, chunks, contents, extracts, item_blocks
@@ -194,7 +194,7 @@ class Store:
         if batch:
             conn.execute(_INSERT_CHUNKS, batch)
         if digest is not None and digest.hexdigest() != sha256:
-            raise StoreError("content changed while it was being stored (sha256 mismatch); nothing was stored")
+            raise ContentMismatch("content changed while it was being stored (sha256 mismatch); nothing was stored")
         if self.quota_bytes is not None and not whole:
             self._check_quota(conn, size, make_room)
         if callable(item_index):
