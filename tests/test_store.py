@@ -17,7 +17,7 @@ import sqlalchemy as sa
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from offload.errors import ArtifactExpired, ArtifactNotFound, StoreLocked
+from offload.errors import ArtifactExpired, ArtifactNotFound, StoreError, StoreLocked
 from offload.store import Store, new_id, open_engine, utcnow
 from offload.content.shape import find_main
 from offload.store.chunking import CHUNK_SIZE, json_item_index, ndjson_item_index
@@ -479,6 +479,26 @@ def test_store_files_are_owner_only(tmp_path):
     dstore = _store(durl)
     assert stat.S_IMODE(os.stat(tmp_path / "d" / "store.duckdb").st_mode) == 0o600
     dstore.engine.dispose()
+
+
+@pytest.mark.parametrize("scheme, kind", [("sqlite", "SQLite"), ("duckdb", "DuckDB")])
+def test_a_store_url_at_a_file_that_is_no_database_is_refused_and_the_file_left_alone(tmp_path, scheme, kind):
+    path = tmp_path / "notes.db"
+    path.write_bytes(b"my notes, not a database\n" * 1000)
+    with pytest.raises(StoreError, match=rf"{path} exists but is not a {kind} database .*Point --url"):
+        open_engine(f"{scheme}:///{path}")
+    assert path.read_bytes() == b"my notes, not a database\n" * 1000
+    with pytest.raises(StoreError, match=rf"{tmp_path} is a directory; a SQLite or DuckDB store is a file"):
+        open_engine(f"{scheme}:///{tmp_path}")
+
+
+def test_a_failed_migration_says_what_the_server_said_without_the_sql(pg_database):
+    url = pg_database.update_query_dict({"options": "-csearch_path=offload_no_such_schema"})
+    with pytest.raises(StoreError) as caught:
+        open_engine(url.render_as_string(hide_password=False))
+    message = str(caught.value)
+    assert message.startswith("Cannot migrate the store postgresql") and "no schema has been selected" in message
+    assert "CREATE TABLE" not in message and "sqlalche.me" not in message
 
 
 def test_store_location_like_git(tmp_path, monkeypatch):

@@ -141,14 +141,32 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
 
 
 def _open_error(url: str, path: Path | None, exc: Exception) -> StoreError:
-    text = str(exc)
+    text = driver_message(exc)
     if "Could not set lock" in text or "Conflicting lock" in text:
         return StoreLocked(
             f"The DuckDB store {path} is open in another process, and a DuckDB file admits one process at a "
             "time. Stop that process, or use the default SQLite store (many processes can share it) or "
             "PostgreSQL for several writers."
         )
-    return StoreError(f"Cannot open the store {make_url(url).render_as_string(hide_password=True)}: {text}")
+    shown = make_url(url).render_as_string(hide_password=True)
+    if path is not None and path.is_dir():
+        return StoreError(f"Cannot open the store {shown}: {path} is a directory; a SQLite or DuckDB store is a "
+                          f"file (e.g. {path / 'store.db'}).")
+    if path is not None and ("file is not a database" in text or "not a valid DuckDB database" in text):
+        return StoreError(f"Cannot open the store {shown}: {path} exists but is not a "
+                          f"{'DuckDB' if 'DuckDB' in text else 'SQLite'} database ({text}). Point --url (or "
+                          "OFFLOAD_URL) at an offload store or a new file; the file itself was left as it is.")
+    return StoreError(f"Cannot open the store {shown}: {text}")
+
+
+def driver_message(exc: Exception, *, first_line: bool = False) -> str:
+    """What the database driver said, without SQLAlchemy's statement dump and documentation link
+    (`first_line`: without the driver's own echo of the statement either)."""
+    orig = getattr(exc, "orig", None)
+    text = str(orig if orig is not None else exc).strip()
+    if first_line:
+        text = text.splitlines()[0] if text else text
+    return " ".join(text.split()) or type(exc).__name__
 
 
 def _sqlite_events(engine: Engine, busy_timeout: float) -> None:
@@ -308,5 +326,6 @@ def open_engine(url: str | None = None, *, busy_timeout: float = 30.0, migrate: 
             upgrade(engine)
         except sa.exc.DBAPIError as exc:
             engine.dispose()
-            raise StoreError(f"Cannot migrate the store: {exc}") from exc
+            raise StoreError(f"Cannot migrate the store {engine.url.render_as_string(hide_password=True)}: "
+                             f"{driver_message(exc, first_line=True)}") from exc
     return engine
