@@ -11,8 +11,11 @@ reference's shape) goes through `dumps`.
 
 from __future__ import annotations
 
+import decimal
 import json
-from typing import Any
+import json.encoder
+import math
+from typing import Any, Callable
 
 import numpy as np
 import orjson
@@ -22,19 +25,31 @@ __all__ = ["dumps", "loads", "may_hold_big_integers"]
 
 def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False, non_str_keys: bool = False) -> bytes:
     """`value` as UTF-8 JSON text; unknown types as their str(). NaN and infinities become null, as
-    orjson writes them."""
+    orjson writes them. Raises ValueError for a value that holds itself (a cycle), and TypeError for
+    a key that is no str, int, float, bool or None unless `non_str_keys` (then it is written as its
+    str())."""
     option = ((orjson.OPT_SORT_KEYS if sort_keys else 0) | (orjson.OPT_INDENT_2 if indent else 0)
               | (orjson.OPT_NON_STR_KEYS if non_str_keys else 0))
     try:
         return orjson.dumps(value, default=str, option=option)
     except TypeError:
         pass
-    text = json.dumps(_finite(value), default=str, sort_keys=sort_keys, indent=2 if indent else None,
-                      ensure_ascii=False)
+    layout = {"sort_keys": sort_keys, "indent": 2 if indent else None, "non_str_keys": non_str_keys}
     try:
-        return text.encode("utf-8")
+        return _standard(value, ensure_ascii=False, **layout).encode("utf-8")
     except UnicodeEncodeError:  # a lone surrogate: written as a \ud83d escape, which JSON allows
-        return json.dumps(_finite(value), default=str, sort_keys=sort_keys, indent=2 if indent else None).encode()
+        return _standard(value, ensure_ascii=True, **layout).encode()
+
+
+def _standard(value: Any, *, ensure_ascii: bool, sort_keys: bool, indent: int | None, non_str_keys: bool) -> str:
+    """The standard library's JSON text of `value`, or `_dumps_deep`'s where that encoder gives up:
+    deeper than it goes (orjson stops at 255 levels), an integer of more than 4,300 digits, or (with
+    `non_str_keys`) a key neither encoder takes."""
+    try:
+        return json.dumps(_finite(value), default=str, ensure_ascii=ensure_ascii, sort_keys=sort_keys, indent=indent)
+    except (RecursionError, ValueError, TypeError):
+        return _dumps_deep(value, ensure_ascii=ensure_ascii, sort_keys=sort_keys, indent=indent,
+                           non_str_keys=non_str_keys)
 
 
 def _finite(value: Any) -> Any:
@@ -46,6 +61,99 @@ def _finite(value: Any) -> Any:
     if isinstance(value, (list, tuple)):
         return [_finite(item) for item in value]
     return value
+
+
+def _dumps_deep(value: Any, *, sort_keys: bool, indent: int | None, ensure_ascii: bool,
+                non_str_keys: bool) -> str:
+    """What `json.dumps(_finite(value), default=str, ...)` writes, at any depth and for integers of any
+    size: one loop over a stack of open containers instead of a recursion per level (tool results
+    nested thousands deep are real: a parser's syntax tree, a linked list as JSON)."""
+    string = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
+    item_separator = "," if indent is not None else ", "
+    pieces: list[str] = []
+    stack: list[list[Any]] = []  # [items iterator, closing bracket, id, items written so far, is a dict]
+    open_ids: set[int] = set()
+
+    def key_text(key: Any) -> str:
+        if isinstance(key, str):
+            return key
+        if isinstance(key, float):  # as the standard library writes float keys
+            return float.__repr__(key) if math.isfinite(key) else "NaN" if key != key else f"{'-' * (key < 0)}Infinity"
+        if key is None or isinstance(key, (bool, int)):
+            return _scalar(key, string)
+        if non_str_keys:
+            return str(key)
+        raise TypeError(f"keys must be str, int, float, bool or None, not {type(key).__name__}")
+
+    def write(item: Any) -> None:
+        text = _scalar(item, string)
+        if text is not None:
+            pieces.append(text)
+            return
+        if isinstance(item, dict):
+            pairs = item.items()
+            if sort_keys:
+                try:  # as the standard library sorts: by the keys themselves
+                    pairs = sorted(pairs, key=lambda pair: pair[0])
+                except TypeError:  # keys of types that do not compare: by their text
+                    pairs = sorted(pairs, key=lambda pair: key_text(pair[0]))
+            items = ((key_text(key), val) for key, val in pairs)
+            opening, closing = "{", "}"
+        elif isinstance(item, (list, tuple)):
+            items, opening, closing = iter(item), "[", "]"
+        else:
+            pieces.append(string(str(item)))
+            return
+        if id(item) in open_ids:
+            raise ValueError("Circular reference detected")
+        open_ids.add(id(item))
+        pieces.append(opening)
+        stack.append([items, closing, id(item), 0, closing == "}"])
+
+    write(value)
+    while stack:
+        frame = stack[-1]
+        item = next(frame[0], _END)
+        if item is _END:
+            stack.pop()
+            open_ids.discard(frame[2])
+            if frame[3] and indent is not None:
+                pieces.append("\n" + " " * (indent * len(stack)))
+            pieces.append(frame[1])
+            continue
+        if frame[3]:
+            pieces.append(item_separator)
+        if indent is not None:
+            pieces.append("\n" + " " * (indent * len(stack)))
+        frame[3] += 1
+        if frame[4]:
+            key, item = item
+            pieces.append(string(key) + ": ")
+        write(item)
+    return "".join(pieces)
+
+
+_END = object()
+
+
+def _scalar(value: Any, string: Callable[[str], str]) -> str | None:
+    """The JSON text of a str, number, bool or None, else None."""
+    if isinstance(value, str):
+        return string(value)
+    if value is None:
+        return "null"
+    if value is True:
+        return "true"
+    if value is False:
+        return "false"
+    if isinstance(value, int):
+        try:
+            return int.__repr__(value)
+        except ValueError:  # more digits than int-to-str allows (4,300): decimal converts without a limit
+            return str(decimal.Decimal(value))
+    if isinstance(value, float):
+        return float.__repr__(value) if math.isfinite(value) else "null"
+    return None
 
 
 def loads(data: bytes | bytearray | str) -> Any:

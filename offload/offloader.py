@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterator
 import orjson
 
 from .errors import InvalidArgument, StoreError
-from .jsontext import dumps
+from .jsontext import dumps, loads
 from .reference import Reference
 from .results import Payload, cheap_fits, to_payload
 from .settings import Settings, load_settings
@@ -32,6 +32,7 @@ from .store.chunking import chunk_bytes
 from .tokens import TokenCounter, surely_over
 from .tools.query import QueryRunner
 from .tools.slicing import SliceRequest, Slicer, content_digest
+from .utf8 import carriable
 from .writes import ASIDE, PendingWrite
 
 log = logging.getLogger("offload")
@@ -261,9 +262,9 @@ class Offloader:
         if session is None or args is None:
             return None
         try:
-            wanted = orjson.loads(dumps(args))  # as the args column stores them
+            wanted = loads(_args_json(args))  # as the args column stores them
             for row in self.store.same_results(self.namespace, tool=tool, session=session, sha256=sha):
-                if row["args"] is not None and orjson.loads(row["args"]) == wanted:
+                if row["args"] is not None and loads(row["args"]) == wanted:
                     return row["id"]
         except Exception as exc:  # noqa: BLE001 - a hint is never worth failing the tool call
             log.warning("offload could not look for an earlier identical call of %s: %s", tool, exc)
@@ -277,8 +278,8 @@ class Offloader:
             meta.update(exit_code=payload.exit_code, stderr_bytes=len(payload.stderr or b""),
                         stderr_artifact_id=ref.stderr_artifact_id, stderr=ref.stderr)
         return {
-            "id": ref.artifact_id, "namespace": self.namespace, "session": session, "tool": tool,
-            "args": dumps(args).decode() if args is not None else None,
+            "id": ref.artifact_id, "namespace": self.namespace, "session": _column_text(session),
+            "tool": _column_text(tool), "args": _args_json(args) if args is not None else None,
             "kind": ref.kind, "content_type": ref.content_type, "tokens": ref.tokens,
             "shown_tokens": self.counter.count(text := ref.render()),
             "reference": dumps({**ref.to_dict(), "text": text}).decode(),  # exactly what the model saw
@@ -405,7 +406,8 @@ class Offloader:
         try:
             self.store.log_extract({
                 "artifact_id": row["id"], "namespace": self.namespace, "session": session, "op": op,
-                "expression": expression, "args": dumps(args).decode(), "result_sha256": sha,
+                "expression": carriable(expression) if expression is not None else None,  # args keep it exactly
+                "args": dumps(args).decode(), "result_sha256": sha,
                 "result_bytes": size, "result_artifact_id": derived_id,
                 "duration_ms": (time.perf_counter() - started) * 1000})
         except StoreError as exc:  # the answer matters more than its log line
@@ -415,7 +417,7 @@ class Offloader:
         rows = [{str(key): value for key, value in r.items()}
                 for r in self.store.list_extracts(self.namespace, **filters)]
         for r in rows:
-            r["args"] = orjson.loads(r["args"])
+            r["args"] = loads(r["args"])  # exactly, lone surrogates too (orjson refuses their escapes)
             r["created_at"] = r["created_at"].isoformat() + "Z"
         return rows
 
@@ -529,3 +531,24 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
         if out.get(key) is not None:
             out[key] = out[key].isoformat() + "Z"
     return out
+
+
+def _args_json(args: Any) -> str:
+    """The call's args as JSON for the store: exactly, else (a cycle, an object no encoder takes) their
+    repr as one JSON string. A result is never refused for its arguments."""
+    try:
+        return dumps(args, non_str_keys=True).decode()
+    except (TypeError, ValueError, RecursionError):
+        try:
+            text = repr(args)
+        except Exception:  # noqa: BLE001 - a repr that raises still leaves the result stored
+            text = f"<{type(args).__qualname__}: not representable>"
+        return dumps({"repr": text}).decode()
+
+
+def _column_text(value: str | None) -> str | None:
+    """A tool name or session id as every backend's text column takes it (a lone surrogate as its
+    escape, NUL, which PostgreSQL refuses, as \\x00)."""
+    if value is None:
+        return None
+    return carriable(str(value)).replace("\x00", "\\x00")

@@ -11,6 +11,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import Any, Callable
 
+from .utf8 import carriable
+
 KIND_LABELS = {
     "json": "JSON document", "ndjson": "NDJSON rows", "csv": "CSV table", "grep": "grep output",
     "shell": "shell output", "text": "text", "binary": "binary data",
@@ -123,7 +125,8 @@ class Reference:
     # -- text form --------------------------------------------------------------------------
 
     def render(self) -> str:
-        return "\n".join(part for part in (self.header(), self.body(), self.footer()) if part)
+        # a key or value of the shape may hold a lone surrogate (a JSON escape): shown as that escape
+        return carriable("\n".join(part for part in (self.header(), self.body(), self.footer()) if part))
 
     def header(self) -> str:
         label = KIND_LABELS.get(self.kind, self.kind)

@@ -277,8 +277,10 @@ class ReferenceBuilder:
             else:
                 try:
                     text = result if isinstance(result, str) else repr(result)
-                except Exception:  # noqa: BLE001 - an object whose repr fails still gets its reference
-                    text = f"<{type(result).__qualname__} object: neither JSON nor repr() could render it>"
+                except Exception:  # noqa: BLE001 - no text to show, nor sizes to state: say just that
+                    return (f"[offload] The result of `{tool}` (a {type(result).__qualname__} object) could not "
+                            f"be rendered as text, neither as JSON nor by repr(), and was NOT stored "
+                            f"({reason(exc)}). Nothing of it is shown.")
                 data = text.encode("utf-8", errors="surrogatepass")
             text = data.decode("utf-8", errors="replace")
             target = self.target_for(limit) if limit is not None else self.target
@@ -313,12 +315,16 @@ class ReferenceBuilder:
 
 
 def reason(exc: BaseException) -> str:
+    """Why a result was not stored, in one line of at most REASON_CHARS (a store error names its path,
+    which may be long)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-    if isinstance(exc, StoreError):
-        return text
     if isinstance(exc, OSError) and getattr(exc, "errno", None) == 28:
         return "the disk is full"
-    return f"{type(exc).__name__}: {text}"[:300]
+    text = text if isinstance(exc, StoreError) else f"{type(exc).__name__}: {text}"
+    return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
+
+
+REASON_CHARS = 300
 
 
 def reference_counter(counter: TokenCounter) -> Callable[[str], int]:

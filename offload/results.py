@@ -51,13 +51,29 @@ def _as_bytes(value: Any) -> tuple[bytes, str | None]:
     return dumps(value, non_str_keys=True), None  # exact, also beyond orjson (see jsontext)
 
 
+def _exit_code(code: Any) -> int | None:
+    """An exit code as a number: an int, a whole float or a string of digits. Anything else (1.5,
+    "segfault") is None: the result is then not read as a shell result, and is stored whole as JSON."""
+    if isinstance(code, bool):
+        return None
+    if isinstance(code, int):
+        return code
+    if isinstance(code, float) and code.is_integer():
+        return int(code)
+    if isinstance(code, str) and code.strip().lstrip("+-").isdigit() and len(code) < 20:
+        return int(code)
+    return None
+
+
 def _shell_parts(result: Any) -> tuple[Any, Any, Any] | None:
     if isinstance(result, subprocess.CompletedProcess):
         return result.stdout, result.stderr, result.returncode
     if isinstance(result, dict) and "stdout" in result and ({"stderr", "exit_code", "returncode"} & result.keys()):
         code = result.get("exit_code", result.get("returncode"))
+        if code is not None and _exit_code(code) is None:
+            return None
         if set(result) <= {"stdout", "stderr", "exit_code", "returncode"}:
-            return result.get("stdout"), result.get("stderr"), code
+            return result.get("stdout"), result.get("stderr"), _exit_code(code) if code is not None else None
     if (isinstance(result, tuple) and len(result) == 3 and isinstance(result[0], (str, bytes, type(None)))
             and isinstance(result[1], (str, bytes, type(None))) and isinstance(result[2], int)):
         return result
@@ -70,7 +86,7 @@ def to_payload(result: Any) -> Payload:
         stdout, stderr, code = shell
         data, text = _as_bytes(stdout)
         err, _ = _as_bytes(stderr)
-        return Payload(data, text, stderr=err, exit_code=int(code) if code is not None else None)
+        return Payload(data, text, stderr=err, exit_code=code)
     if isinstance(result, (str, bytes, bytearray, memoryview)):
         data, text = _as_bytes(result)
         return Payload(data, text)

@@ -112,3 +112,19 @@ def invalid_prefix(buf: bytes) -> int:
     while n < len(buf) and buf[n] >= 0x80 and char_at(buf, n) == 1:
         n += 1
     return n
+
+
+def carriable(text: str) -> str:
+    """`text` as UTF-8 can carry it: a lone surrogate (from a JSON escape such as "\\ud800", which
+    JSON allows and UTF-8 cannot encode) becomes that escape, as six characters. Text without one is
+    returned as it is."""
+    return text if encodable(text) else text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def encodable(text: str) -> bool:
+    """Whether `text` holds no lone surrogate (it can be sent as UTF-8 exactly as it is)."""
+    try:
+        text.encode("utf-8")
+        return True
+    except UnicodeEncodeError:
+        return False

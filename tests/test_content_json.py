@@ -267,3 +267,54 @@ def test_50_mb_json_is_dominated_by_the_parse():
     total = time.perf_counter() - started
     assert preview.extra["items"] == 357_728
     assert total < 3 * parse + 0.5, (parse, total)
+
+
+# -- writing JSON: jsontext.dumps past every recursive encoder --------------------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from offload.jsontext import _dumps_deep, _finite, dumps  # noqa: E402
+
+_keys = st.one_of(st.text(max_size=8), st.integers(), st.booleans(), st.none(),
+                  st.floats(allow_nan=True, allow_infinity=True))
+_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True, allow_infinity=True),
+              st.text(max_size=12)),
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.tuples(inner, inner),
+                            st.dictionaries(_keys, inner, max_size=4)),
+    max_leaves=25)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_values, st.booleans(), st.sampled_from([None, 2]), st.booleans())
+def test_the_deep_writer_writes_what_the_standard_library_writes(value, sort_keys, indent, ensure_ascii):
+    """Where json.dumps works, the loop over a stack that takes over beyond its depth writes the same text."""
+    try:
+        expected = json.dumps(_finite(value), default=str, sort_keys=sort_keys, indent=indent, ensure_ascii=ensure_ascii)
+    except TypeError:  # sorting keys of mixed types: the deep writer sorts them by their text instead
+        return
+    assert _dumps_deep(value, sort_keys=sort_keys, indent=indent, ensure_ascii=ensure_ascii,
+                       non_str_keys=False) == expected
+
+
+def test_dumps_writes_any_depth_and_refuses_only_a_cycle():
+    deep: object = 0
+    for _ in range(50_000):
+        deep = {"next": deep}
+    text = dumps(deep)
+    assert text.startswith(b'{"next": {"next": ') and text.count(b"{") == 50_000
+    loop: list = []
+    loop.append(loop)
+    with pytest.raises(ValueError, match="Circular reference"):
+        dumps({"a": [[loop]]})
+    with pytest.raises(TypeError, match="not tuple"):
+        dumps({(1, 2): _nest_list(300)})
+    assert dumps({(1, 2): _nest_list(300)}, non_str_keys=True).startswith(b'{"(1, 2)": [[[')
+
+
+def _nest_list(depth: int) -> object:
+    value: object = 1
+    for _ in range(depth):
+        value = [value]
+    return value

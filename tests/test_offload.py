@@ -858,8 +858,99 @@ def test_an_object_that_cannot_be_rendered_does_not_crash(sqlite_url):
 
     off = Offloader(sqlite_url)
     out = off.process("tool", [Opaque()] * 3)
-    assert isinstance(out, Reference) and not out.stored
-    assert "NOT" in out.render() and "no repr for you" in out.render()
+    # no text to show and no sizes to state: it says just that (no counts of a placeholder, no "complete")
+    assert isinstance(out, str) and "(a list object) could not be rendered as text" in out
+    assert "NOT stored (RuntimeError: no repr for you)" in out and "bytes" not in out
+
+
+def _nested(depth: int) -> list:
+    value: object = "leaf"
+    for _ in range(depth):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("name, value", [
+    ("300 deep (beyond orjson)", {"pad": list(range(30_000)), "tree": _nested(300)}),
+    ("1,500 deep (beyond json and repr)", {"pad": list(range(30_000)), "tree": _nested(1_500)}),
+    ("20,000 deep", {"pad": list(range(30_000)), "tree": _nested(20_000)}),
+    ("an integer of 5,000 digits", {"n": 10**5000 + 7, "pad": list(range(30_000))}),
+])
+def test_a_deep_or_huge_object_is_stored_as_its_exact_json(sqlite_url, real_count, name, value):
+    """Nested beyond every recursive encoder (a syntax tree, a linked list), or holding an integer of
+    more digits than Python turns into text by default: stored as JSON, not as a repr, and not refused."""
+    off = Offloader(sqlite_url)
+    ref = off.process("api", value)
+    assert isinstance(ref, Reference) and ref.stored, ref
+    data = raw(off, ref.artifact_id)
+    assert real_count(ref.render()) <= REFERENCE_TOKENS and ref.bytes == len(data)
+    limit, digits = sys.getrecursionlimit(), sys.get_int_max_str_digits()
+    sys.setrecursionlimit(60_000)
+    sys.set_int_max_str_digits(0)
+    try:
+        assert json.loads(data) == value
+    finally:
+        sys.setrecursionlimit(limit)
+        sys.set_int_max_str_digits(digits)
+
+
+def test_arguments_no_encoder_takes_never_keep_a_result_from_being_stored(sqlite_url):
+    off = Offloader(sqlite_url)
+    body = "".join(f"line {i} of output\n" for i in range(20_000))
+    loop: dict = {}
+    loop["self"] = loop
+
+    @off.tool
+    def lookup(table: dict) -> str:
+        return body
+
+    ref = lookup({(1, 2): "tuple key"})
+    assert ref.stored and off.get(ref.artifact_id)["args"] == {"table": {"(1, 2)": "tuple key"}}
+    ref = off.process("cat", body, args=loop, session="s1")
+    assert ref.stored and off.get(ref.artifact_id)["args"] == {"repr": "{'self': {...}}"}
+    assert raw(off, ref.artifact_id) == body.encode()
+
+
+def test_lone_surrogates_in_a_document_never_reach_a_hint_or_break_the_text(sqlite_url, real_count):
+    """A JSON escape such as "\\ud800" reads as a lone surrogate, which UTF-8 cannot carry: the text shows
+    it as its escape, no hint holds it (a model could not send it back), and a query that does hold it
+    (in JSON a client may send it escaped) runs, is logged and reruns."""
+    off = Offloader(sqlite_url)
+    rows = [{"s": "a\ud800b" if i % 2 else "ok", "\udcffkey": i, "i": i} for i in range(20_000)]
+    ref = off.process("api", json.dumps(rows))
+    text = ref.render()
+    text.encode("utf-8")  # raises on a lone surrogate
+    assert real_count(text) <= REFERENCE_TOKENS and len(ref.hints) >= 2
+    for hint in ref.hints:
+        hint["jmespath"].encode("utf-8")
+        assert off.query_artifact(ref.artifact_id, jmespath=hint["jmespath"])["result"] is not None
+    page = off.query_artifact(ref.artifact_id, jmespath="length([?s=='a\ud800b'])")
+    assert page["result"] == 10_000
+    logged = next(e for e in off.extracts() if e["args"]["jmespath"].startswith("length([?s"))
+    assert logged["args"]["jmespath"] == "length([?s=='a\ud800b'])"  # exact, for the rerun
+    assert logged["expression"] == "length([?s=='a\\ud800b'])"  # shown as its escape
+    assert {r["status"] for r in off.rerun()} == {"unchanged"}
+
+
+@pytest.mark.parametrize("code, stored_as", [("segfault", "json"), (1.5, "json"), ("3", 3), (2.0, 2)])
+def test_a_shell_result_whose_exit_code_is_no_number_is_stored_whole_as_json(sqlite_url, code, stored_as):
+    off = Offloader(sqlite_url)
+    result = {"stdout": "".join(f"line {i}\n" for i in range(20_000)), "stderr": "E: boom\n", "exit_code": code}
+    ref = off.process("bash", result)
+    if stored_as == "json":  # nothing lost: stderr and the code are in the stored document
+        assert ref.kind == "json" and json.loads(raw(off, ref.artifact_id)) == result
+    else:
+        assert ref.kind != "json" and ref.exit_code == stored_as and f"Exit code: {stored_as}" in ref.render()
+
+
+def test_a_long_store_error_keeps_the_unstored_reference_within_budget(tmp_path, real_count):
+    deep = tmp_path
+    for _ in range(14):
+        deep = deep / ("d" * 250)
+    data = build_log()
+    out = Offloader(f"sqlite:///{deep / 'store.db'}").process("bash", data.decode())
+    text = assert_unstored(out, data, real_count, "Cannot open the store")
+    assert len(out.error) <= 300 and out.error.endswith("…")
 
 
 def test_an_object_orjson_refuses_is_measured_and_stored_as_the_json_it_is(sqlite_url):

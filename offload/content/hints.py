@@ -14,6 +14,7 @@ from jmespath.exceptions import JMESPathError
 from offload.content.shape import MainCollection, jmespath_identifier
 from offload.errors import QueryError
 from offload.tools.engines import run_jmespath
+from offload.utf8 import encodable
 
 __all__ = ["build_hints"]
 
@@ -48,6 +49,8 @@ def build_hints(doc: Any, main: MainCollection, shape: dict | None) -> dict[str,
     for candidate in candidates:
         if len(hints) == MAX_HINTS:
             break
+        if not encodable(candidate.expression):  # a lone surrogate in a key or value: no one could send it back
+            continue
         target = doc if candidate.check_items is None else _with_items(doc, main.keys, candidate.check_items)
         found, summary = _run(candidate.expression, target)
         if found:
