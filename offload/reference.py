@@ -27,8 +27,28 @@ CONTRACT_FIELDS = ("artifact_id", "tool", "kind", "content_type", "bytes", "char
 # What gives way, in order, when the structured form must fit a budget (`fitted_dict`): details the text
 # form states in its own words (per-file counts, hint results, notes), then what it shows within its
 # budget (the shape, the hints, the stderr preview, the preview).
-_GIVES_WAY = ("extra", "hint_results", "notes", "omitted", "shape", "hints", "stderr", "preview")
-_EMPTIED: dict[str, Any] = {"shape": None, "hints": [], "preview": ""}
+# Within the smallest budgets (a limit of 200-300 tokens), the contract's other fields alone come near it:
+# then the flags the text states, and the sha256 (~48 tokens; the text shows it only for binary data).
+_GIVES_WAY = ("extra", "hint_results", "notes", "omitted", "shape", "hints", "stderr", "preview",
+              "stderr_bytes", "stderr_truncated", "sha256")
+_EMPTIED: dict[str, Any] = {"shape": None, "hints": [], "preview": "", "sha256": ""}
+_TOOL_SHOWN = 40  # UTF-8 bytes of a tool name the short wording shows (40 ASCII characters, 20 "é", 13 "工")
+_ERROR_SHOWN = 120  # and of why a result was not stored
+
+
+def _shortened(text: str, size: int) -> str:
+    """`text` if its UTF-8 takes at most `size` bytes, else its longest prefix that takes fewer, and "…"
+    (tokens follow bytes more closely than characters: a name in "é" or "工" costs a token a letter)."""
+    if len(text.encode("utf-8", "surrogatepass")) <= size:
+        return text
+    kept = text.encode("utf-8", "surrogatepass")[:size - 1].decode("utf-8", "ignore")
+    return kept + "…"
+
+
+def _measure_compact(measure: Callable[[str], int], data: dict[str, Any]) -> int:
+    """Tokens of `data` as it is sent: compact JSON, as orjson and the MCP SDK write it (", " and ": "
+    cost ~40 tokens more on a shell reference)."""
+    return measure(json.dumps(data, ensure_ascii=False, default=str, separators=(",", ":")))
 
 
 def _n(value: int | None) -> str:
@@ -98,6 +118,8 @@ class Reference:
         """
         data = {**self.to_dict(), **more}
         left_out: list[str] = []
+        note = {"fields": left_out, "why": f"to fit {budget:,} tokens; the text form states them, "
+                                          "`offload show ID --json` has every field"}
         for name in (None, *_GIVES_WAY):
             if name is not None:
                 if data.get(name) in (None, "", [], {}):
@@ -108,10 +130,18 @@ class Reference:
                     del data[name]
                 left_out.append(name)
                 data["truncated"] = data["truncated"] or name == "preview"
-                data["left_out"] = {"fields": left_out, "why": f"to fit this form in {budget:,} tokens; the text "
-                                    "form states them, and `offload show ID --json` has every field"}
-            if measure(json.dumps(data, ensure_ascii=False, default=str)) <= budget:
-                break
+                data["left_out"] = note
+            if _measure_compact(measure, data) <= budget:
+                return data
+        # last, as the short wording of the text does: why it was not stored, then a long tool name, cut
+        for name, keep in (("error", _ERROR_SHOWN), ("tool", _TOOL_SHOWN)):
+            value = data.get(name)
+            if isinstance(value, str) and _shortened(value, keep) != value:
+                data[name] = _shortened(value, keep)
+                left_out.append(f"{name} (cut)")
+                data["left_out"] = note
+                if _measure_compact(measure, data) <= budget:
+                    break
         return data
 
     @property
@@ -142,9 +172,13 @@ class Reference:
                 size += f", {_n(self.items)} {'entries' if self.entries else 'items'}" + (
                     f" at `{self.items_path}`" if self.items_path else "")
             size += f", {tokens}"
+        tool = _shortened(self.tool, _TOOL_SHOWN)
         if self.terse and self.stored:
-            tool = self.tool if len(self.tool) <= 40 else self.tool[:39] + "…"
             lines = [f"[offload] `{tool}` result stored whole as {self.artifact_id} ({label}: {size})."]
+        elif self.terse:
+            error = _shortened(self.error or "", _ERROR_SHOWN)
+            lines = [f"[offload] `{tool}` result ({label}: {size}) could NOT be stored ({error}). Only the preview "
+                     "below reaches you; the rest is not retrievable."]
         elif not self.stored:
             lines = [f"[offload] The result of `{self.tool}` was too large for the context ({label}: {size}) and "
                      f"could NOT be stored ({self.error}). Only the preview below reaches you; the rest is not "

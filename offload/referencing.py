@@ -213,7 +213,7 @@ class ReferenceBuilder:
         """
         stderr = (ref.stderr, ref.stderr_truncated, list(ref.notes))
         self._cut(ref, target, ("preview", "stderr"))
-        if self.measure(ref.render()) <= target or not ref.stored:
+        if self.measure(ref.render()) <= target:
             return
         ref.hints, ref.shape_text = [], ""
         if self.measure(ref.render()) <= target:
@@ -221,7 +221,7 @@ class ReferenceBuilder:
         ref.terse = True
         ref.stderr, ref.stderr_truncated, ref.notes = stderr
         if not ref.preview:  # what was left out, in one sentence: all of it
-            ref.omitted = "none of it is shown here (the reference budget leaves no room)"
+            ref.omitted = "none of it is shown here"
         self._cut(ref, target, ("preview", "stderr"))
 
     def _cut(self, ref: Reference, target: int, names: tuple[str, ...]) -> None:
@@ -246,7 +246,8 @@ class ReferenceBuilder:
                     ref.omitted = f"{said}; {note}" if said else note
                 else:
                     ref.stderr_truncated = True
-                    ref.notes = [*said, note]
+                    # the short wording says "stderr (N bytes, stored whole as …): not shown" of an empty one
+                    ref.notes = [*said, note] if kept or not ref.terse else said
 
     def stderr_preview(self, tool: str, stderr: bytes, share: int, cap: int) -> Reference:
         detected = detect(stderr, None)
@@ -307,8 +308,13 @@ class ReferenceBuilder:
                     ref.truncated = True
                     ref.omitted = (f"characters {len(head):,}–{len(head) + gap - 1:,} ({gap:,} characters) "
                                    "not shown")
-                if keep == 0 or self.measure(ref.render()) <= target:
+                if self.measure(ref.render()) <= target:
                     return ref
+                if keep == 0 and ref.terse:
+                    return ref
+                if keep == 0:  # the full wording alone is over (a long tool name and reason): the short one
+                    ref.terse, keep = True, min(len(text), target * 4)
+                    continue
                 keep //= 2
         except Exception:  # noqa: BLE001 - truly the last resort
             return f"[offload] The result of `{tool}` could not be processed and was NOT stored ({reason(exc)})."

@@ -664,6 +664,36 @@ def test_a_reference_within_a_tiny_budget_takes_the_short_wording(tmp_path, real
         raise AssertionError(f"the full wording fitted 200 tokens:\n{text}")
 
 
+@pytest.mark.parametrize("limit", [200, 250])
+@pytest.mark.parametrize("tool", ["mcp__" + "t" * 59, "zz_tool" + "é" * 57, "工具" * 32])
+def test_at_the_smallest_limit_text_and_json_fit_stored_or_not_whatever_the_tool_name(tmp_path, real_count,
+                                                                                     limit, tool):
+    """A 64-character tool name in letters that cost a token each ("é", "工"), a shell result with a
+    stored stderr, and a store that cannot take it: the text and the structured form, compact as it is
+    sent, stay within the limit (the JSON took 208-252 tokens at 200; unstored, the text took 220)."""
+    from offload.jsontext import dumps
+
+    stdout = "".join(f"line {i} of output\n" for i in range(20_000)) + "ERROR: at the end\n"
+    results = [stdout, {"stdout": stdout, "stderr": "E: disk quota\n" * 3_000, "exit_code": 1},
+               [{"id": i, "status": "ok"} for i in range(5_000)]]
+    blocker = tmp_path / "a-file"
+    blocker.write_text("not a folder\n")
+    for url in (f"sqlite:///{tmp_path / 's.db'}", f"sqlite:///{blocker / 'store.db'}"):
+        off = Offloader(url, limits={"default": limit, "shell": limit})
+        for result in results:
+            ref = off.process(tool, result)
+            assert ref.stored == (url.endswith("s.db")), ref.error
+            text, structured = ref.render(), dumps(off.structured(ref)).decode()
+            assert real_count(text) <= limit, text
+            assert real_count(structured) <= limit, structured
+            if ref.stored:
+                assert f'fetch_slice(artifact_id="{ref.artifact_id}"' in text
+            else:
+                assert "could NOT be stored" in text and "fetch_slice" not in text
+            if "left_out" in structured:
+                assert json.loads(structured)["left_out"]["fields"]
+
+
 @pytest.mark.parametrize("budget", [200, 250, 300])
 def test_a_short_stderr_cut_to_fit_a_tiny_reference_is_stored_whole(tmp_path, real_count, budget):
     """Eight lines of stderr travel whole in the reference, unstored; when a tiny budget cuts them,
