@@ -242,15 +242,16 @@ def _since(value: str | None):
 
     if value is None:
         return None
-    match = re.fullmatch(r"(\d+)\s*([smhd])", value.strip())
-    if match:
-        seconds = int(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]]
-        return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(seconds=seconds)
     try:
+        match = re.fullmatch(r"(\d+)\s*([smhd])", value.strip())
+        if match:
+            seconds = int(match[1]) * {"s": 1, "m": 60, "h": 3600, "d": 86400}[match[2]]
+            return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None) - dt.timedelta(seconds=seconds)
         parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError:
-        raise typer.BadParameter(f"{value!r}: use an ISO date (2026-12-01, 2026-12-01T10:00) or an age (30m, 2h, 7d)")
-    return parsed.astimezone(dt.timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
+        return parsed.astimezone(dt.timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
+    except (ValueError, OverflowError):  # OverflowError: an age or a date past the years 1-9999
+        raise typer.BadParameter(f"{value!r}: use an ISO date (2026-12-01, 2026-12-01T10:00) or an age (30m, 2h, 7d) "
+                                 "within the years 1-9999") from None
 
 
 @app.command("slice")

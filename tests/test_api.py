@@ -114,6 +114,18 @@ def test_errors_have_one_shape_and_the_right_status(server):
         # a model may send any integer: past 64 bits it is bad input, not a server error
         (client.get(f"/api/artifacts/{aid}/slice", params={"offset": 10**30}), 422, "invalid_argument"),
         (client.post(f"/api/artifacts/{aid}/query", json={"grep": "a", "offset": 10**30}), 422, "invalid_argument"),
+        # found by a black-box review: each of these was a 500
+        (client.post(f"/api/artifacts/{aid}/query", json={"jmespath": "(" * 5000 + "@" + ")" * 5000}), 422,
+         "invalid_query"),
+        (client.post(f"/api/artifacts/{aid}/query", json={"grep": "(" * 10000 + "a" + ")" * 10000}), 422,
+         "invalid_query"),
+        (client.post(f"/api/artifacts/{aid}/query", content=b'{"sql": "SELECT \'\\ud800\'"}',
+                     headers={"content-type": "application/json"}), 422, "invalid_argument"),
+        (client.post(f"/api/artifacts/{aid}/query", json={"sql": {"a": 1}}), 422, "invalid_argument"),
+        (client.post(f"/api/artifacts/{aid}/query", json={"jmespath": 5}), 422, "invalid_argument"),
+        (client.post(f"/api/artifacts/{aid}/query", json={"grep": ["a"]}), 422, "invalid_argument"),
+        (client.get("/api/artifacts", params={"since": "0001-01-01T00:00:00+01:00"}), 422, "invalid_argument"),
+        (client.get("/api/artifacts", params={"until": "9999-12-31T23:59:59-01:00"}), 422, "invalid_argument"),
     ]
     for response, status, code in cases:
         body = response.json()
@@ -157,6 +169,21 @@ def test_security_headers_and_dns_rebinding_guard(server):
     assert client.get("/api/artifacts", headers={"origin": "http://attacker.example"}).status_code == 403
     assert client.get("/api/artifacts", headers={"origin": "http://localhost:8765"}).status_code == 200
     assert client.get("/api/artifacts", headers={"host": "localhost:8765"}).status_code == 200
+    # a sandboxed frame of any site sends Origin: null; it may not store, delete or rerun
+    null = {"origin": "null", "content-type": "text/plain"}
+    assert client.post("/api/artifacts", params={"tool": "x"}, content=b"from a frame\n", headers=null).status_code == 403
+    assert client.get("/api/artifacts", headers=null).json()["items"] == []
+
+
+def test_the_login_page_gets_its_style_without_a_token(store_url):
+    off = Offloader(store_url)
+    config = ApiConfig(tokens={"admin-token": None}, loopback=False)
+    with TestClient(create_app(off, config), base_url="http://offload.internal") as client:
+        assert client.get("/login").status_code == 200
+        style = client.get("/static/style.css")
+        assert style.status_code == 200 and "text/css" in style.headers["content-type"]
+        assert client.get("/api/artifacts").status_code == 401
+    off.close()
 
 
 def test_tokens_and_namespace_scopes(store_url):

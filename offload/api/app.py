@@ -138,7 +138,11 @@ def _check_request(request: Request, config: ApiConfig) -> JSONResponse | None:
             return error_response(403, "forbidden", f"Host {host!r} is not this machine: requests to a loopback "
                                   "server must name localhost or 127.0.0.1 (DNS rebinding protection).")
         origin = request.headers.get("origin")
-        if origin and origin != "null" and not is_loopback(urlsplit(origin).hostname or ""):
+        if origin == "null":  # a sandboxed frame or a file: page of any site; it may read, not change
+            if request.method not in ("GET", "HEAD", "OPTIONS"):
+                return error_response(403, "forbidden", "Origin 'null' (a sandboxed frame or a local file) may "
+                                      "not change this server's store.")
+        elif origin and not is_loopback(urlsplit(origin).hostname or ""):
             return error_response(403, "forbidden", f"Origin {origin!r} may not call this server.")
     namespace = request.headers.get("x-offload-namespace") or request.query_params.get("namespace")
     request.state.namespace = namespace
@@ -149,7 +153,7 @@ def _check_request(request: Request, config: ApiConfig) -> JSONResponse | None:
     if auth.lower().startswith("bearer "):
         token = auth[7:].strip()
     token = token or request.cookies.get("offload_token")
-    if request.url.path in ("/login",):
+    if request.url.path == "/login" or request.url.path.startswith("/static/"):  # the login page and its style
         return None
     if token is None:
         return error_response(401, "unauthorized", "A token is required: send `Authorization: Bearer <token>`.")

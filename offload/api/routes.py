@@ -46,9 +46,10 @@ def _when(value: Optional[str], name: str) -> Optional[dt.datetime]:
         return None
     try:
         parsed = dt.datetime.fromisoformat(value.replace("Z", "+00:00"))
-    except ValueError as exc:
-        raise InvalidArgument(f"{name} must be an ISO 8601 date or time, e.g. 2026-12-01T10:00:00Z") from exc
-    return parsed.astimezone(dt.timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
+        return parsed.astimezone(dt.timezone.utc).replace(tzinfo=None) if parsed.tzinfo else parsed
+    except (ValueError, OverflowError) as exc:  # OverflowError: 0001-01-01T00:00+01:00 is before year 1 in UTC
+        raise InvalidArgument(f"{name} must be an ISO 8601 date or time between the years 1 and 9999, "
+                              "e.g. 2026-12-01T10:00:00Z") from exc
 
 
 @router.get("/artifacts", responses=ERRORS, summary="List artifacts, newest first")

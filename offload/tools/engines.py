@@ -37,6 +37,10 @@ __all__ = [
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
+_TOO_DEEP = ("The {} is nested too deeply for its parser (thousands of parentheses or operators): write it "
+             "with fewer levels, or take the part you need in several calls.")
+
+
 @functools.lru_cache(maxsize=256)
 def _compile_jmespath(expression: str) -> jmespath.parser.ParsedResult:
     return jmespath.compile(expression)
@@ -47,12 +51,17 @@ def run_jmespath(doc: Any, expression: str) -> Any:
 
     Raises QueryError with the column of a syntax error and an example that works on this document.
     """
-    if not isinstance(expression, str) or not expression.strip():
+    if not isinstance(expression, str):
+        raise QueryError(f"The JMESPath expression must be a string (got {type(expression).__name__}). "
+                         f"Example for this document: {jmespath_example(doc)}")
+    if not expression.strip():
         raise QueryError(f"The JMESPath expression is empty. Example for this document: {jmespath_example(doc)}")
     try:
         compiled = _compile_jmespath(expression)
     except jmespath.exceptions.JMESPathError as exc:
         raise QueryError(_jmespath_message(doc, expression, exc)) from exc
+    except RecursionError:
+        raise QueryError(_TOO_DEEP.format("JMESPath expression")) from None
     fast = _equality_filter(doc, expression)
     if fast is not _NO_FAST_PATH:
         return fast
@@ -60,6 +69,8 @@ def run_jmespath(doc: Any, expression: str) -> Any:
         result = compiled.search(doc)
     except jmespath.exceptions.JMESPathError as exc:  # wrong argument types, unknown function, arity
         raise QueryError(_jmespath_message(doc, expression, exc)) from exc
+    except RecursionError:
+        raise QueryError(_TOO_DEEP.format("JMESPath expression")) from None
     if isinstance(result, jmespath.visitor._Expression):
         raise QueryError(
             "An expression reference (&field) is only meaningful as a function argument, e.g. "
@@ -266,10 +277,15 @@ def grep_lines(
         raise InvalidArgument(f"limit must be 0 or more (or omitted for all matches), not {limit}.")
     if context < 0:
         raise InvalidArgument(f"context must be 0 or more lines, not {context}.")
+    if not isinstance(pattern, str):
+        raise InvalidArgument(f"grep must be a string (a regular expression), not {type(pattern).__name__}, "
+                              "e.g. grep=\"ERROR|Traceback\".")
     try:
         line_pattern, block_pattern = _compile_regex(pattern, ignore_case)
     except regex.error as exc:
         raise QueryError(_regex_message(pattern, exc)) from exc
+    except RecursionError:
+        raise QueryError(_TOO_DEEP.format("regular expression")) from None
 
     deadline = time.monotonic() + timeout
     scan = _Scan(offset, limit, context)

@@ -23,6 +23,7 @@ from ..tokens import surely_over
 from .engines import BoundedCache, detached, grep_lines, jmespath_example, run_jmespath
 from .schemas import encode_item, render_query
 from .slicing import _absolute, nul_entries, validate
+from ..utf8 import encodable
 
 if TYPE_CHECKING:
     from .sql import SqlTable
@@ -151,6 +152,13 @@ class QueryRunner:
         if len(given) != 1:
             raise InvalidArgument("give exactly one of jmespath, grep or sql, e.g. "
                                   "query_artifact(artifact_id, grep=\"error\").")
+        expression = {"jmespath": jmespath, "grep": grep, "sql": sql}[given[0]]
+        if not isinstance(expression, str):
+            raise InvalidArgument(f"{given[0]} must be a string (got {type(expression).__name__}), e.g. "
+                                  "query_artifact(artifact_id, grep=\"error\").")
+        if sql is not None and not encodable(sql):  # DuckDB takes UTF-8 only (jmespath and grep take them)
+            raise InvalidArgument("sql holds a lone surrogate (an escape such as \\ud800 with no pair), which "
+                                  "DuckDB cannot read: match around it (LIKE 'a%b'), or use jmespath, which can.")
         if type(limit) is int and limit == 0:  # an empty page whose `next` would be this same call again
             raise InvalidArgument("limit must be at least 1 (got 0); omit it (null) for the whole result, "
                                   "or use offset to skip results.")
