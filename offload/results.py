@@ -7,6 +7,7 @@ Objects are stored as their JSON text; str as UTF-8; bytes as they are.
 
 from __future__ import annotations
 
+import re
 import subprocess
 from dataclasses import dataclass
 from typing import Any
@@ -60,7 +61,7 @@ def _exit_code(code: Any) -> int | None:
         return code
     if isinstance(code, float) and code.is_integer():
         return int(code)
-    if isinstance(code, str) and code.strip().lstrip("+-").isdigit() and len(code) < 20:
+    if isinstance(code, str) and re.fullmatch(r"[+-]?\d{1,18}", code.strip()):
         return int(code)
     return None
 
