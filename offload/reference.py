@@ -39,10 +39,8 @@ _ERROR_SHOWN = 120  # and of why a result was not stored
 def _shortened(text: str, size: int) -> str:
     """`text` if its UTF-8 takes at most `size` bytes, else its longest prefix that takes fewer, and "…"
     (tokens follow bytes more closely than characters: a name in "é" or "工" costs a token a letter)."""
-    if len(text.encode("utf-8", "surrogatepass")) <= size:
-        return text
-    kept = text.encode("utf-8", "surrogatepass")[:size - 1].decode("utf-8", "ignore")
-    return kept + "…"
+    encoded = text.encode("utf-8", "surrogatepass")
+    return text if len(encoded) <= size else encoded[:size - 1].decode("utf-8", "ignore") + "…"
 
 
 def _measure_compact(measure: Callable[[str], int], data: dict[str, Any]) -> int:

@@ -308,16 +308,17 @@ class ReferenceBuilder:
                     ref.truncated = True
                     ref.omitted = (f"characters {len(head):,}–{len(head) + gap - 1:,} ({gap:,} characters) "
                                    "not shown")
-                if self.measure(ref.render()) <= target:
-                    return ref
-                if keep == 0 and ref.terse:
+                if self.measure(ref.render()) <= target or keep == 0 and ref.terse:
                     return ref
                 if keep == 0:  # the full wording alone is over (a long tool name and reason): the short one
                     ref.terse, keep = True, min(len(text), target * 4)
-                    continue
-                keep //= 2
+                else:
+                    keep //= 2
         except Exception:  # noqa: BLE001 - truly the last resort
             return f"[offload] The result of `{tool}` could not be processed and was NOT stored ({reason(exc)})."
+
+
+REASON_CHARS = 300
 
 
 def reason(exc: BaseException) -> str:
@@ -328,9 +329,6 @@ def reason(exc: BaseException) -> str:
         return "the disk is full"
     text = text if isinstance(exc, StoreError) else f"{type(exc).__name__}: {text}"
     return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
-
-
-REASON_CHARS = 300
 
 
 def reference_counter(counter: TokenCounter) -> Callable[[str], int]:

@@ -277,9 +277,6 @@ def grep_lines(
         raise InvalidArgument(f"limit must be 0 or more (or omitted for all matches), not {limit}.")
     if context < 0:
         raise InvalidArgument(f"context must be 0 or more lines, not {context}.")
-    if not isinstance(pattern, str):
-        raise InvalidArgument(f"grep must be a string (a regular expression), not {type(pattern).__name__}, "
-                              "e.g. grep=\"ERROR|Traceback\".")
     try:
         line_pattern, block_pattern = _compile_regex(pattern, ignore_case)
     except regex.error as exc:
