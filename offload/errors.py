@@ -68,6 +68,12 @@ class QueryTimeout(OffloadError):
     code = "query_timeout"
 
 
+class ResultTooLarge(QueryError):
+    """A query whose whole result is more than a derived artifact may hold (`query_result_bytes`)."""
+
+    code = "result_too_large"
+
+
 class TooLarge(OffloadError):
     status = 413
     code = "too_large"

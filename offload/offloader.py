@@ -346,7 +346,7 @@ class Offloader:
 
     def make_queries(self, budget: int) -> "QueryRunner":
         return QueryRunner(self.store, self.counter.count, budget, cache_bytes=self.settings.cache_bytes,
-                           timeout=self.settings.query_timeout)
+                           timeout=self.settings.query_timeout, result_bytes=self.settings.query_result_bytes)
 
     def _page_budget(self, tokens: int) -> int:
         # the page's text plus its JSON envelope must fit; the heuristic may undercount by 10%

@@ -138,7 +138,10 @@ class Settings(BaseSettings):
                                 "row, table or advisory lock, a PostgreSQL connection) before failing open.")
     tokenizer: str | None = Field(None, description="A real tokenizer for counts (o200k_base, cl100k_base; needs bpe-openai).")
     cache_bytes: int = Field(512 * 1024**2, description="Memory bound of the parsed-document cache for queries.")
-    query_timeout: float = Field(5.0, description="Seconds a grep or SQL query may run.")
+    query_timeout: float = Field(5.0, description="Seconds a grep or SQL query may run, reading its result included.")
+    query_result_bytes: int = Field(64 * 1024**2, ge=1024**2,
+                                    description="Largest SQL result a query stores as a derived artifact; a bigger "
+                                                "one is refused with what to do, and its rows never pile up in memory.")
     api_tokens: dict[str, str | None] = Field(default_factory=dict,
                                               description="HTTP API tokens: token → namespace it is scoped to "
                                                           "(null: any). Required to serve off loopback.")

@@ -5,13 +5,14 @@ paging always goes on, limit=0 is refused, and no answer shares objects with the
 from __future__ import annotations
 
 import json
+import tracemalloc
 
 import orjson
 import pytest
 
 from offload import Offloader
 from offload.adapters import ToolPack
-from offload.errors import InvalidArgument
+from offload.errors import InvalidArgument, QueryTimeout, ResultTooLarge
 from offload.tools.schemas import TOOLS, dispatch, render_query
 
 BUDGET = 4000  # the default query_tokens
@@ -256,3 +257,67 @@ def test_query_pages_fit_the_smallest_page_budget_allowed(sqlite_url, tokenizer,
                     break
                 page = off.query_artifact(**page["next"])
             assert seen >= 4, args
+
+
+# -- SQL results that are big: bounded in bytes, in time and in memory ----------------------------
+
+CSV = "a,b\n" + "".join(f"{i},x{i}\n" for i in range(300))
+
+
+def test_an_sql_result_over_the_byte_cap_is_refused_and_nothing_is_stored(sqlite_url):
+    with Offloader(sqlite_url, query_result_bytes=1024**2) as off:
+        source = off.put(CSV, tool="export").artifact_id
+        before = off.list()[0]
+        with pytest.raises(ResultTooLarge, match=r"more than 1,048,576 bytes of NDJSON .* LIMIT") as caught:
+            off.query_artifact(source, sql="SELECT * FROM artifact x, artifact y")  # 90,000 rows, ~2.5 MB
+        assert caught.value.to_dict()["status"] == 422
+        assert off.list()[0] == before and off.extracts() == []
+        # under the cap the same query is stored whole, every row of it
+        stored = off.query_artifact(source, sql="SELECT * FROM artifact x, artifact y WHERE x.a < 50")
+        assert stored["count"] == 15_000
+        assert len(b"".join(off.iter_raw(stored["artifact_id"])).splitlines()) == 15_000
+
+
+def test_a_whole_sql_result_is_buffered_as_its_bytes_not_as_objects(sqlite_url):
+    """100,000 rows of ~16 bytes: 1.6 MB of NDJSON. Kept as one orjson output per row, they held
+    ~4 KiB each (410 MB); the buffer they go to holds what they are."""
+    with Offloader(sqlite_url) as off:
+        row = off.store.get(off.put(CSV, tool="export").artifact_id, off.namespace)
+        off.queries.compute(row, sql="SELECT 1")  # the table is loaded and cached before measuring
+        tracemalloc.start()
+        try:
+            outcome = off.queries.compute(row, sql="SELECT * FROM range(100000)")
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert outcome.count == 100_000 and len(outcome.derived) == 1_588_890
+        assert peak < 20 * len(outcome.derived), f"{peak:,} bytes at the peak"
+
+
+def test_the_whole_answer_is_bounded_in_time_not_only_duckdbs_part(sqlite_url):
+    """Nested values are slow to turn into JSON in Python, fast to produce in DuckDB: the time limit
+    counts both."""
+    with Offloader(sqlite_url, query_timeout=0.5, query_result_bytes=10 * 1024**3) as off:
+        source = off.put(CSV, tool="export").artifact_id
+        with pytest.raises(QueryTimeout, match=r"after 0.5 s with [\d,]+ rows read"):
+            off.query_artifact(source, sql="SELECT range AS n, [{'a': range::VARCHAR, 'b': [range, range]}, "
+                                           "{'a': 'x', 'b': []}] AS nested FROM range(20000000)")
+        assert off.extracts() == []
+
+
+@pytest.mark.parametrize("offset", [0, 999, 1000, 1001, 2500, 99_999, 100_000])
+def test_an_sql_page_anywhere_is_exact_and_counts_every_row(off, offset):
+    source = off.put(CSV, tool="export").artifact_id
+    page = off.query_artifact(source, sql="SELECT range AS n FROM range(100000)", offset=offset, limit=3)
+    assert page["result"] == [{"n": n} for n in range(offset, min(offset + 3, 100_000))]
+    assert page["count"] == 100_000
+    assert page["next_offset"] == (offset + 3 if offset + 3 < 100_000 else None)
+
+
+def test_an_sql_page_past_the_start_with_no_limit_fits_the_budget_and_goes_on(off, real_count):
+    source = off.put(CSV, tool="export").artifact_id
+    page = off.query_artifact(source, sql="SELECT range AS n FROM range(1000000)", offset=10)
+    assert_within_budget(page, real_count)
+    shown = len(page["result"])
+    assert 100 < shown < 2000 and page["result"][0] == {"n": 10} and page["count"] == 1_000_000
+    assert page["next_offset"] == 10 + shown

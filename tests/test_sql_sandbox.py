@@ -135,6 +135,22 @@ def test_a_result_read_halfway_can_be_closed(table):
     assert rows(table, "SELECT 1 AS one") == [{"one": 1}]
 
 
+def test_a_deadline_counts_the_callers_time_between_batches_too(table):
+    """Without one, the time limit counts DuckDB's time only: a reader may stream at its own pace."""
+    free = table.execute("SELECT * FROM range(10000)", timeout=0.3)
+    batches = free.iter_batches(batch=100)
+    next(batches)
+    time.sleep(0.4)
+    assert sum(len(batch) for batch in batches) == 9_900
+    late = table.execute("SELECT * FROM range(10000)", timeout=5, deadline=time.monotonic() + 0.3)
+    batches = late.iter_batches(batch=100)
+    assert [row["range"] for row in late.as_dicts(next(batches))] == list(range(100))
+    time.sleep(0.4)
+    with pytest.raises(QueryTimeout):
+        next(batches)
+    assert rows(table, "SELECT 1 AS one") == [{"one": 1}]  # the table serves the next query
+
+
 def test_one_table_serves_many_threads(table, records):
     errors, answers = [], []
 

@@ -191,9 +191,11 @@ class SqlTable:
 
     # -- querying --------------------------------------------------------------------------------
 
-    def execute(self, sql: str, *, timeout: float = 5.0) -> SqlResult:
+    def execute(self, sql: str, *, timeout: float = 5.0, deadline: float | None = None) -> SqlResult:
         """Run one read-only SELECT over `artifact`; rows come from the result's `iter_rows`.
 
+        `timeout` counts DuckDB's time only (a caller streaming rows out is not charged for its own);
+        `deadline`, a `time.monotonic()` instant, also stops DuckDB once the whole answer is late.
         Raises QueryError (refused or failing query, out of memory) or QueryTimeout.
         """
         with self._lock:
@@ -202,7 +204,7 @@ class SqlTable:
             cursor = self._conn.cursor()
             # Never committed: closing the cursor rolls back anything a query could have changed.
             cursor.begin()
-            result = SqlResult(self, cursor, sql, timeout)
+            result = SqlResult(self, cursor, sql, timeout, deadline)
             self._open_results.add(result)
         try:
             self._check(cursor, sql)
@@ -269,7 +271,8 @@ class SqlResult:
     would change them), BLOBs as base64 text, NaN/Infinity as the strings "NaN"/"Infinity"/"-Infinity",
     integers beyond 64 bits as text, JSON columns parsed."""
 
-    def __init__(self, table: SqlTable, cursor: duckdb.DuckDBPyConnection, sql: str, timeout: float):
+    def __init__(self, table: SqlTable, cursor: duckdb.DuckDBPyConnection, sql: str, timeout: float,
+                 deadline: float | None = None):
         self.sql = sql
         self.columns: list[str] = []
         self.types: list[str] = []
@@ -277,36 +280,48 @@ class SqlResult:
         self._cursor = cursor
         self._timeout = timeout
         self._remaining = timeout  # seconds of DuckDB time left; the caller's time between batches is free
+        self._deadline = math.inf if deadline is None else deadline  # ...unless the caller set a deadline
         self._fired = False
         self._done = False
         self._started = False
+        self._converters: list[Callable[[Any], Any] | None] | None = None
 
     def iter_rows(self, batch: int = 1000) -> Iterator[dict]:
         """Yield each row as a dict, fetching `batch` rows at a time (never the whole result at once)."""
+        for rows in self.iter_batches(batch):
+            yield from self.as_dicts(rows)
+
+    def iter_batches(self, batch: int = 1000) -> Iterator[list[tuple]]:
+        """Yield the rows `batch` at a time as DuckDB's tuples (once per result); `as_dicts` turns a batch
+        into JSON-able dicts, and a caller that only counts rows can skip that, the costly part."""
         if batch < 1:
             raise InvalidArgument(f"batch must be 1 or more, not {batch}.")
         if self._started or self._done:
-            raise RuntimeError("iter_rows() can be called once per SqlResult")
+            raise RuntimeError("iter_rows() or iter_batches() can be called once per SqlResult")
         self._started = True
-        converters = [_converter(type_) for type_ in self.types]
-        plain = all(conv is None for conv in converters)
-        columns = self.columns
         try:
             while True:
                 rows = self._call(self._cursor.fetchmany, batch)
                 if not rows:
                     return
-                if plain:
-                    for row in rows:
-                        yield dict(zip(columns, row))
-                else:
-                    for row in rows:
-                        yield {
-                            name: (value if conv is None or value is None else conv(value))
-                            for name, conv, value in zip(columns, converters, row)
-                        }
+                yield rows
         finally:
             self.close()
+
+    def as_dicts(self, rows: list[tuple]) -> Iterator[dict]:
+        """One batch of `iter_batches` as dicts of JSON-able values."""
+        if self._converters is None:
+            self._converters = [_converter(type_) for type_ in self.types]
+        converters, columns = self._converters, self.columns
+        if all(conv is None for conv in converters):
+            for row in rows:
+                yield dict(zip(columns, row))
+        else:
+            for row in rows:
+                yield {
+                    name: (value if conv is None or value is None else conv(value))
+                    for name, conv, value in zip(columns, converters, row)
+                }
 
     def close(self) -> None:
         if self._done:
@@ -336,11 +351,11 @@ class SqlResult:
 
     def _call(self, fn: Callable, *args):
         """Run one DuckDB call under what remains of the time budget, mapping errors for the model."""
-        if self._remaining <= 0:
+        started = _clock()
+        if self._remaining <= 0 or started >= self._deadline:
             self._fired = True
             raise self._timeout_error()
-        started = _clock()
-        token = _WATCHDOG.arm(started + self._remaining, self._interrupt)
+        token = _WATCHDOG.arm(min(started + self._remaining, self._deadline), self._interrupt)
         try:
             return fn(*args)
         except duckdb.InterruptException as exc:
