@@ -108,6 +108,26 @@ def test_a_client_lists_the_tools_and_pages_through_an_artifact_the_cli_stored(t
     assert hits.structured_content["result"] == [f"3999: {LOG.splitlines()[-1]}"]
 
 
+def test_over_stdio_every_line_the_sdk_cannot_read_is_answered(sqlite_url):
+    """The SDK's stdio transport drops such a line without an answer: a client waiting on its id hangs."""
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+    lines = [json.dumps(init).encode(), b'{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+             b'{"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "query_artifact", '
+             b'"arguments": {"artifact_id": "art_x", "grep": "\\ud800"}}}',
+             b"not json", b"\xff\xfe{}", b"[1, 2]", b'{"jsonrpc": "2.0", "id": "seven", "method": 5}',
+             b'{"jsonrpc": "2.0", "method": "notifications/x", "params": {"a": "\\udc00"}}',  # no answer
+             b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}']
+    done = subprocess.run([sys.executable, "-m", "offload", "mcp"], input=b"\n".join(lines) + b"\n",
+                          capture_output=True, timeout=120, env={**os.environ, "OFFLOAD_URL": sqlite_url})
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
+        (0, None), (1, -32602), (None, -32700), (None, -32700), (None, -32600), ("seven", -32600), (2, None)]
+    assert "lone surrogate" in answers[1]["error"]["message"]
+    assert "not UTF-8" in answers[3]["error"]["message"]
+    assert sorted(tool["name"] for tool in answers[-1]["result"]["tools"]) == ["fetch_slice", "query_artifact"]
+
+
 # -- over streamable HTTP ---------------------------------------------------------------------------
 
 

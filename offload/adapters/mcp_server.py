@@ -86,11 +86,90 @@ def serve(off: "Offloader", *, http: bool = False, host: str = "127.0.0.1", port
     uvicorn.Server(uvicorn.Config(app, host=host, port=port, log_level="warning", lifespan="on")).run()
 
 
-async def _serve_stdio(server: "Server") -> None:
+async def _serve_stdio(server: "Server", stdin: Any = None) -> None:
     from mcp.server.stdio import stdio_server
 
-    async with stdio_server() as (read, write):
+    lines = _StdinLines(stdin if stdin is not None else sys.stdin.buffer)
+    async with stdio_server(stdin=lines) as (read, write):
+        lines.answer_with(write)
         await server.run(read, write, server.create_initialization_options())
+
+
+class _StdinLines:
+    """stdin's lines for the SDK's stdio transport, as far as it can read them. A line it cannot read
+    (not UTF-8, not JSON, JSON holding a lone surrogate escape, which pydantic refuses) it drops without
+    an answer, so the client waits for one forever; such a line is answered here instead, with the error
+    a JSON-RPC peer expects and the request's id when the line has one (over HTTP the SDK answers -32700)."""
+
+    def __init__(self, stdin: Any):
+        import anyio
+
+        self._stdin = anyio.wrap_file(stdin)
+        self._write: Any = None
+        self._ready = anyio.Event()
+
+    def answer_with(self, write: Any) -> None:
+        self._write = write
+        self._ready.set()
+
+    def __aiter__(self):
+        return self._lines()
+
+    async def _lines(self):
+        from mcp.shared.message import SessionMessage
+
+        async for raw in self._stdin:
+            if not raw.strip():
+                continue
+            readable, answer = unreadable_line(raw)
+            if readable is not None:
+                yield readable
+            elif answer is not None:
+                await self._ready.wait()
+                await self._write.send(SessionMessage(answer))
+
+
+def unreadable_line(raw: bytes) -> tuple[str | None, Any]:
+    """(the line as text, None) when the SDK reads it; else (None, the JSON-RPC error that answers it,
+    or None for a notification or response, which get no answer)."""
+    from mcp import types
+    from pydantic import ValidationError
+
+    def error(request_id: Any, code: int, message: str) -> Any:
+        if not isinstance(request_id, (str, int)) or isinstance(request_id, bool):
+            request_id = None
+        return None, types.JSONRPCError(jsonrpc="2.0", id=request_id,
+                                        error=types.ErrorData(code=code, message="offload mcp: " + message))
+
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return error(None, types.PARSE_ERROR, f"the message is not UTF-8 (byte {exc.start:,}); JSON-RPC over "
+                                              "stdio is UTF-8 JSON, one message per line")
+    try:
+        types.jsonrpc_message_adapter.validate_json(text, by_name=False)
+        return text, None
+    except ValidationError:
+        pass
+    try:
+        message = json.loads(text)
+    except (ValueError, RecursionError):
+        return error(None, types.PARSE_ERROR, "the line is not JSON; JSON-RPC over stdio is one JSON message "
+                                              "per line")
+    if not isinstance(message, dict):
+        return error(None, types.INVALID_REQUEST, "a JSON-RPC message must be an object (batches are not "
+                                                  "supported since MCP 2025-06-18)")
+    if "method" not in message or "id" not in message:
+        return None, None  # a notification or a response the SDK cannot read: nothing may answer it
+    try:
+        json.dumps(message, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return error(message["id"], types.INVALID_PARAMS,
+                     "the request holds a lone surrogate escape (such as \\ud800 with no pair), which the MCP "
+                     "SDK cannot read. Send the text without it; to match such text, use a regular expression "
+                     "or JMESPath that does not spell it out.")
+    return error(message["id"], types.INVALID_REQUEST, "not a valid JSON-RPC request (it needs \"jsonrpc\": "
+                                                       "\"2.0\", a string or integer id and a string method)")
 
 
 def is_loopback(host: str) -> bool:
