@@ -36,9 +36,10 @@ class ArtifactExpired(OffloadError):
     status = 410
     code = "expired"
 
-    def __init__(self, artifact_id: str, when: str | None = None, reason: str = "expired"):
+    def __init__(self, artifact_id: str, when: str | None = None, reason: str = "expired", code: str = "expired"):
         self.artifact_id = artifact_id
         self.reason = reason
+        self.code = code  # expired | evicted | deleted: what ended it
         at = f" at {when}" if when else ""
         super().__init__(
             f"Artifact {artifact_id!r} {reason}{at} and is no longer available. "

@@ -509,8 +509,10 @@ def _within_int64(**numbers: Any) -> None:
     """Offsets and limits the store and the extract log can hold: a model may send 10**30."""
     for name, value in numbers.items():
         if isinstance(value, int) and not -(1 << 63) <= value < 1 << 63:
-            raise InvalidArgument(f"{name} {value} is out of range: no artifact is that large; a negative "
-                                  "offset counts from the end (offset=-40: the last 40).")
+            instead = {"offset": "a negative offset counts from the end (offset=-40: the last 40)",
+                       "limit": "omit limit (null) for a page that fits the budget, and follow `next`"}
+            raise InvalidArgument(f"{name} {value} is out of range: no artifact is that large; "
+                                  f"{instead.get(name, 'context is 0 to 50 lines')}.")
 
 
 def _free(held: list) -> None:

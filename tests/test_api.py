@@ -46,8 +46,11 @@ def test_store_list_show_and_read_back(server):
     hits = client.post(f"/api/artifacts/{aid}/query", json={"grep": "PANIC"}).json()
     last_line = body.count(b"\n") - 1
     assert hits["result"] == [f"{last_line}: PANIC: out of memory"]
-    assert [e["op"] for e in client.get("/api/extracts", params={"artifact_id": aid}).json()["items"]] == [
-        "slice", "grep"]
+    logged = client.get("/api/extracts", params={"artifact_id": aid}).json()["items"]
+    assert [e["op"] for e in logged] == ["slice", "grep"]
+    grep_at = logged[1]["created_at"]  # since is inclusive, until exclusive, as for artifacts
+    assert [e["op"] for e in client.get("/api/extracts", params={"until": grep_at}).json()["items"]] == ["slice"]
+    assert [e["op"] for e in client.get("/api/extracts", params={"since": grep_at}).json()["items"]] == ["grep"]
 
 
 def test_raw_serves_a_byte_range_and_head(server):
@@ -64,6 +67,9 @@ def test_raw_serves_a_byte_range_and_head(server):
         assert part.headers["content-range"] == f"bytes {start}-{end - 1}/{len(body)}"
         assert part.headers["content-length"] == str(end - start)
     assert client.get(url, headers={"Range": "bytes=0-1,5-6"}).content == body  # several ranges: the whole
+    for invalid in ("bytes=5-3", "bytes=+5-9", "bytes=1_0-20", "bytes=-", "items=0-9"):  # ignored (RFC 9110)
+        whole = client.get(url, headers={"Range": invalid})
+        assert (whole.status_code, whole.content) == (200, body), invalid
     beyond = client.get(url, headers={"Range": f"bytes={len(body)}-"})
     assert beyond.status_code == 416 and beyond.headers["content-range"] == f"bytes */{len(body)}"
     head = client.head(url)
@@ -131,9 +137,14 @@ def test_errors_have_one_shape_and_the_right_status(server):
         body = response.json()
         assert (response.status_code, body["error"], body["status"]) == (status, code, status), body
         assert body["message"]
+    # a limit below 1 is told what it must be, once: not ">= 0", then "at least 1" for 0
+    for limit, says in ((-1, "must not be negative"), (0, "at least 1")):
+        for response in (client.get(f"/api/artifacts/{aid}/slice", params={"limit": limit}),
+                         client.post(f"/api/artifacts/{aid}/query", json={"jmespath": "[*].a", "limit": limit})):
+            assert response.status_code == 422 and says in response.json()["message"], response.json()
     assert client.delete(f"/api/artifacts/{aid}").status_code == 204
     gone = client.get(f"/api/artifacts/{aid}/slice")
-    assert gone.status_code == 410 and gone.json()["error"] == "expired"
+    assert gone.status_code == 410 and gone.json()["error"] == "deleted"  # an expired one says "expired"
 
 
 def test_upload_too_large_is_413_and_stores_nothing(store_url):

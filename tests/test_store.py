@@ -154,16 +154,19 @@ def test_identical_content_stored_once_and_survives_one_delete(store_url):
 
 def test_expired_artifact_keeps_a_tombstone_after_gc(store_url):
     store = _store(store_url)
-    past = utcnow() - dt.timedelta(seconds=1)
+    past = utcnow() - dt.timedelta(hours=1)
     gone = _put(store, b"old result\n" * 1000, expires_at=past)
     pinned = _put(store, b"pinned result\n" * 1000, expires_at=past, pinned=True)
     live = _put(store, b"fresh result\n" * 1000, expires_at=utcnow() + dt.timedelta(days=1))
-    with pytest.raises(ArtifactExpired, match="expired"):  # before gc: expired, not served
+    with pytest.raises(ArtifactExpired, match="expired") as before:  # before gc: expired, not served
         store.get(gone, "")
     report = store.gc()
     assert report.expired == 1 and report.contents_removed == 1
-    with pytest.raises(ArtifactExpired, match="expired"):  # after gc: still "expired", not "not found"
+    with pytest.raises(ArtifactExpired, match="expired") as after:  # after gc: still "expired", not "not found"
         store.get(gone, "")
+    # at the same date: when its TTL ended, not when gc came
+    assert str(after.value) == str(before.value) and f"{past:%Y-%m-%dT%H:%M}" in str(after.value)
+    assert after.value.code == before.value.code == "expired"
     assert store.get(pinned, "")["pinned"] and store.get(live, "")
     with pytest.raises(ArtifactNotFound):
         store.get("art_neverexisted0000", "")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 import jmespath as jmespath_lib
 import orjson
@@ -288,6 +289,35 @@ def test_runaway_sql_stops_with_a_clear_message(json_ref, store_url):
     with Offloader(store_url, query_timeout=1.0) as quick:
         with pytest.raises(QueryTimeout):
             quick.query_artifact(ref.artifact_id, sql="SELECT count(*) FROM artifact a, artifact b, artifact c")
+
+
+@pytest.mark.parametrize("name, says", [("offset", "a negative offset counts from the end"),
+                                        ("limit", "omit limit (null)"), ("context", "context is 0 to 50")])
+def test_a_number_past_64_bits_is_out_of_range_with_advice_for_that_argument(off, log_ref, name, says):
+    ref, _ = log_ref
+    with pytest.raises(InvalidArgument, match=rf"^{name} 1{'0' * 30} is out of range: .*{re.escape(says)}"):
+        off.query_artifact(ref.artifact_id, grep="ERROR", **{name: 10**30})
+    if name != "context":
+        with pytest.raises(InvalidArgument, match=re.escape(says)):
+            off.fetch_slice(ref.artifact_id, **{name: -(10**30)})
+
+
+def test_what_a_query_cannot_read_points_to_what_can(off, log_ref):
+    binary = off.put(bytes(range(256)) * 4000, tool="download").artifact_id
+    for args in ({"jmespath": "a"}, {"sql": "SELECT 1"}, {"grep": "x"}):
+        with pytest.raises(InvalidArgument) as refused:
+            off.query_artifact(binary, **args)
+        assert 'fetch_slice(unit="bytes")' in str(refused.value) and "grep=" not in str(refused.value)
+    text, _ = log_ref
+    with pytest.raises(InvalidArgument, match='grep="regex"'):
+        off.query_artifact(text.artifact_id, jmespath="a")
+
+
+def test_sql_nested_past_duckdbs_parser_is_told_how_to_write_it_not_to_set_a_limit(off, json_ref):
+    ref, _ = json_ref
+    with pytest.raises(QueryError, match="nested too deeply") as refused:
+        off.query_artifact(ref.artifact_id, sql="SELECT " + " + ".join(["id"] * 3000) + " FROM artifact")
+    assert "SET" not in str(refused.value)
 
 
 def test_query_argument_errors(off, json_ref, log_ref):

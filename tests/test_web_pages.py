@@ -188,6 +188,16 @@ def test_a_unit_that_does_not_apply_shows_why_on_the_page(client, big):
     assert re.search(r'<p id="page-error" class="error">[^<]*unit=&#34;items&#34; needs a JSON array', text)
 
 
+@pytest.mark.parametrize("params, says", [
+    ({"offset": "ten"}, "offset must be a whole number (got &#39;ten&#39;)"),
+    ({"limit": "1.5"}, "limit must be a whole number"), ({"limit": "0"}, "limit must be at least 1"),
+    ({"limit": "-1"}, "limit must not be negative"), ({"offset": str(10**30)}, "offset 1" + "0" * 30 + " is out of range"),
+])
+def test_a_mistyped_offset_or_limit_is_said_on_the_page(client, big, params, says):
+    text = page(client, f"/artifacts/{big}", **params)  # a page, not FastAPI's JSON
+    assert re.search(r'<p id="page-error" class="error">[^<]*' + re.escape(says), text), text[:2000]
+
+
 @pytest.mark.parametrize("params", [
     {}, {"offset": 20_000}, {"offset": -40}, {"limit": 10_000_000}, {"unit": "chars", "limit": 100_000_000},
     {"unit": "bytes", "offset": 1_000_000, "limit": 100_000_000}, {"unit": "lines", "offset": 39_999, "limit": 5},

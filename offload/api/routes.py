@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any, Literal, Optional
 
 from fastapi import APIRouter, Query, Request, Response
@@ -36,7 +37,7 @@ class QueryBody(BaseModel):
     grep: Optional[str] = None
     sql: Optional[str] = None
     offset: int = 0
-    limit: Optional[int] = Field(None, ge=0)
+    limit: Optional[int] = None  # checked by the tools: -1 and 0 each get their own message
     context: int = Field(0, ge=0, le=50)
     session: Optional[str] = None
 
@@ -129,24 +130,24 @@ def get_raw(request: Request, artifact_id: str):
 def _byte_range(header: str | None, size: int):
     """(start, end) of a single `bytes=a-b`, `bytes=a-` or `bytes=-n` range; "unsatisfiable"; or None
     (no header, or a form served as the whole, which RFC 9110 allows)."""
-    if not header or not header.startswith("bytes=") or "," in header:
+    match = re.fullmatch(r"bytes=\s*(\d*)\s*-\s*(\d*)\s*", header or "", re.ASCII)
+    if match is None or not any(match.groups()):
         return None
-    first, _, last = header[6:].strip().partition("-")
-    try:
-        if not first:  # the last n bytes
-            n = int(last)
-            return (max(size - n, 0), size) if n > 0 and size else "unsatisfiable"
-        start = int(first)
-        end = min(int(last) + 1, size) if last else size
-    except ValueError:
+    first, last = match.groups()
+    if not first:  # the last n bytes
+        n = int(last)
+        return (max(size - n, 0), size) if n > 0 and size else "unsatisfiable"
+    start = int(first)
+    if last and int(last) < start:  # an invalid range (RFC 9110 14.1.1), not an unsatisfiable one
         return None
-    if start >= size or end <= start:
+    if start >= size:
         return "unsatisfiable"
+    end = min(int(last) + 1, size) if last else size
     return start, end
 
 
 @router.get("/artifacts/{artifact_id}/slice", responses=ERRORS, summary="A bounded page (fetch_slice)")
-def get_slice(request: Request, artifact_id: str, offset: int = 0, limit: Optional[int] = Query(None, ge=0),
+def get_slice(request: Request, artifact_id: str, offset: int = 0, limit: Optional[int] = None,
               unit: Literal["lines", "chars", "bytes", "items"] = "lines", path: Optional[str] = None,
               session: Optional[str] = None):
     return offloader_for(request).fetch_slice(artifact_id, offset=offset, limit=limit, unit=unit, path=path,
@@ -176,9 +177,9 @@ def unpin(request: Request, artifact_id: str):
 
 @router.get("/extracts", responses=ERRORS, summary="The extract log: every slice and query")
 def list_extracts(request: Request, artifact_id: Optional[str] = None, since: Optional[str] = None,
-                  limit: int = Query(200, ge=1, le=5000)):
+                  until: Optional[str] = None, limit: int = Query(200, ge=1, le=5000)):
     return {"items": offloader_for(request).extracts(artifact_id=artifact_id, since=_when(since, "since"),
-                                                     limit=limit)}
+                                                     until=_when(until, "until"), limit=limit)}
 
 
 @router.post("/extracts/{extract_id}/rerun", responses=ERRORS, summary="Re-execute one logged extract")

@@ -16,7 +16,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qs, quote, urlencode
 
 import jinja2
-from fastapi import APIRouter, FastAPI, Query, Request
+from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
 from fastapi.templating import Jinja2Templates
@@ -211,8 +211,8 @@ def stats_page(request: Request) -> HTMLResponse:
 
 @web_router.get("/artifacts/{artifact_id}", response_class=HTMLResponse)
 @html_errors
-def artifact_view(request: Request, artifact_id: str, unit: str | None = None, offset: int = 0,
-                  limit: int | None = Query(None, ge=0), path: str | None = None) -> HTMLResponse:
+def artifact_view(request: Request, artifact_id: str, unit: str | None = None, offset: str = "0",
+                  limit: str | None = None, path: str | None = None) -> HTMLResponse:
     off = offloader_for(request)
     meta = off.get(artifact_id)
     ref = off.reference(artifact_id)
@@ -220,6 +220,8 @@ def artifact_view(request: Request, artifact_id: str, unit: str | None = None, o
     unit = unit if unit in ("lines", "chars", "bytes", "items") else units[0]
     page, page_error = None, None
     try:  # one bounded page (fetch_slice cuts it to its token budget), never the whole artifact
+        # offset and limit come in as text, so that a mistyped one is said on the page, not in JSON
+        offset, limit = _integer("offset", offset), _integer("limit", limit or None)
         page = off.fetch_slice(artifact_id, offset=offset, limit=limit, unit=unit, path=path or None)
     except InvalidArgument as exc:
         page_error = exc.model_message()
@@ -231,6 +233,17 @@ def artifact_view(request: Request, artifact_id: str, unit: str | None = None, o
                    request_json=dumps(request_args).decode(),  # for the script, in data- attributes
                    next_json=dumps(page["next"] if page else None).decode(),
                    query_ops=_query_ops(meta["kind"]), hints=_hints(ref), saved=meta["tokens"] - meta["shown_tokens"])
+
+
+def _integer(name: str, text: str | None) -> Any:
+    """A page argument from the address as an integer (None when absent)."""
+    if text is None:
+        return None
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise InvalidArgument(f"{name} must be a whole number (got {text!r}); a negative offset counts from "
+                              "the end.") from None
 
 
 def _units(meta: dict[str, Any]) -> tuple[str, ...]:

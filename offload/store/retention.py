@@ -52,9 +52,11 @@ def gc_lock(conn: Connection) -> bool:
 
 def end_artifacts(conn: Connection, ids: list[str], status: str) -> int:
     """End the artifacts `ids` that are still active; how many that was (another writer may have
-    ended some first: on PostgreSQL this update waits for it, then skips them)."""
+    ended some first: on PostgreSQL this update waits for it, then skips them). An expired one ended
+    when its TTL did, which is what `get` said of it before gc came: the date a tombstone gives stays."""
+    ended_at = sa.func.coalesce(artifacts.c.expires_at, utcnow()) if status == "expired" else utcnow()
     return conn.execute(artifacts.update().where(artifacts.c.id.in_(ids), artifacts.c.status == ACTIVE).values(
-        status=status, sha256=None, ended_at=utcnow())).rowcount
+        status=status, sha256=None, ended_at=ended_at)).rowcount
 
 
 def drop_orphans(conn: Connection, shas: Iterable[str | None]) -> tuple[int, int]:

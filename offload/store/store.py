@@ -315,7 +315,8 @@ class Store:
         row = dict(row)
         now = utcnow()
         if row["status"] != ACTIVE:
-            raise ArtifactExpired(artifact_id, _iso(row["ended_at"]), ENDED_REASONS.get(row["status"], "expired"))
+            ended = row["status"] if row["status"] in ENDED_REASONS else "expired"
+            raise ArtifactExpired(artifact_id, _iso(row["ended_at"]), ENDED_REASONS[ended], ended)
         if row["expires_at"] is not None and row["expires_at"] <= now and not row["pinned"]:
             raise ArtifactExpired(artifact_id, _iso(row["expires_at"]))
         if touch and now - row["accessed_at"] > _TOUCH_EVERY:
@@ -540,7 +541,8 @@ class Store:
         return extract_id
 
     def list_extracts(self, namespace: str, *, extract_id: str | None = None, artifact_id: str | None = None,
-                      since: dt.datetime | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+                      since: dt.datetime | None = None, until: dt.datetime | None = None,
+                      limit: int | None = None) -> list[dict[str, Any]]:
         e = extracts.c
         query = sa.select(extracts).where(e.namespace == namespace)
         if extract_id:
@@ -549,6 +551,8 @@ class Store:
             query = query.where(e.artifact_id == artifact_id)
         if since is not None:
             query = query.where(e.created_at >= since)
+        if until is not None:  # as `list`: since inclusive, until exclusive
+            query = query.where(e.created_at < until)
         query = query.order_by(e.created_at, e.id)
         if limit:
             query = query.limit(limit)

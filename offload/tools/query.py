@@ -89,8 +89,7 @@ class QueryRunner:
         if row["kind"] not in ("json", "ndjson"):
             raise InvalidArgument(
                 f"{row['id']} is {row['kind']}, not JSON: JMESPath needs a JSON or NDJSON artifact. "
-                "Use grep=\"regex\" to search its lines" + (", or sql=\"SELECT … FROM artifact\"."
-                                                           if row["kind"] == "csv" else "."))
+                + _instead(row["kind"], "sql=\"SELECT … FROM artifact\"" if row["kind"] == "csv" else None))
         data = self.raw(row)
         try:
             return (parse_json(data) if row["kind"] == "json"
@@ -120,7 +119,7 @@ class QueryRunner:
         if row["kind"] not in TABULAR:
             raise InvalidArgument(
                 f"SQL needs a tabular artifact (JSON array of objects, NDJSON, CSV/TSV); {row['id']} is "
-                f"{row['kind']}. Use grep=\"regex\" to search its lines.")
+                f"{row['kind']}. " + _instead(row["kind"]))
         key = ("sql", row["sha256"])
         table = self.cache.get(key)
         if table is None:
@@ -410,6 +409,13 @@ class QueryRunner:
 
 def _ndjson(rows: list[dict]) -> bytes:
     return b"".join(dumps(r) + b"\n" for r in rows)
+
+
+def _instead(kind: str, also: str | None = None) -> str:
+    """What reads an artifact a JMESPath or SQL query cannot: grep for text, byte pages for binary."""
+    if kind == "binary":
+        return "It is binary: read it with fetch_slice(unit=\"bytes\") (base64)."
+    return "Use grep=\"regex\" to search its lines" + (f", or {also}." if also else ".")
 
 
 def _fit_prefix(most: int, fits: Callable[[int], bool]) -> int:

@@ -77,6 +77,10 @@ def find_problem(cursor: duckdb.DuckDBPyConnection, sql: str, catalog_names: fro
     except duckdb.PermissionException:
         return "This statement needs access outside the artifact, which is not allowed; only a read-only SELECT is."
     except duckdb.Error as exc:
+        if "max_expression_depth" in str(exc):  # DuckDB's advice is a SET, which the sandbox forbids
+            return ("The SQL is nested too deeply for DuckDB's parser (more than 1,000 levels of parentheses or "
+                    "operators): write it with fewer levels, e.g. IN (…) or a CASE instead of a long chain of "
+                    "OR or +.")
         return f"SQL syntax error: {exc}"
     if len(statements) != 1:
         extra = (
