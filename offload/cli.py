@@ -113,6 +113,10 @@ def put(file: str = typer.Argument(..., help="File to store, or - for standard i
 
     Example: grep -rn TODO . | offload put - --tool grep
     """
+    if not tool.strip():  # as the HTTP API: the name picks the budget and is what the model reads
+        typer.echo("error: --tool must name the tool the content came from (e.g. --tool grep); it sets the "
+                   "budget and appears in the reference", err=True)
+        raise typer.Exit(2)
     try:
         data = sys.stdin.buffer.read() if file == "-" else _read_with_progress(Path(file))
     except OSError as exc:

@@ -178,12 +178,13 @@ class Reference:
             lines = [f"[offload] `{tool}` result ({label}: {size}) could NOT be stored ({error}). Only the preview "
                      "below reaches you; the rest is not retrievable."]
         elif not self.stored:
-            lines = [f"[offload] The result of `{self.tool}` was too large for the context ({label}: {size}) and "
+            lines = [f"[offload] The result of {self._named()} was too large for the context ({label}: {size}) and "
                      f"could NOT be stored ({self.error}). Only the preview below reaches you; the rest is not "
                      "retrievable. Re-run the tool with narrower arguments if you need more."]
-        else:
-            lines = [f"[offload] The result of `{self.tool}` was too large for the context and was stored whole "
-                     f"as {self.artifact_id} ({label}: {size})."]
+        else:  # `put` stores what fits too: only a result the preview cannot hold was too large
+            why = " was too large for the context and" if self.truncated else ""
+            lines = [f"[offload] The result of {self._named()}{why} was stored whole as {self.artifact_id} "
+                     f"({label}: {size})."]
         if self.same_as and self.stored:
             lines.append(f"Same result as {self.same_as} (an earlier identical call): query that one instead of "
                          "re-running the tool.")
@@ -191,6 +192,9 @@ class Reference:
             lines.append(f"Exit code: {self.exit_code}.")
         lines.extend(f"Note: {note}" for note in self.notes)
         return "\n".join(lines)
+
+    def _named(self) -> str:
+        return f"`{self.tool}`" if self.tool else "a tool with no name"
 
     def body(self) -> str:
         parts = []

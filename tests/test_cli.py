@@ -260,6 +260,20 @@ def test_put_of_an_unreadable_file_fails_clearly(url, tmp_path):
         assert "Traceback" not in result.output
 
 
+def test_put_needs_a_tool_name_and_says_too_large_only_of_what_was(url, tmp_path):
+    small = tmp_path / "small.txt"
+    small.write_text("hello\n")
+    for name in ("", "  "):
+        refused = offload("--url", url, "put", str(small), "--tool", name, ok=False)
+        assert refused.exit_code == 2 and "--tool must name the tool" in refused.stderr
+    assert offload_json("--url", url, "ls")["items"] == []
+    for data in ("hello\n", ""):  # stored because put always stores, not because they were too large
+        text = offload("--url", url, "put", "-", "--tool", "read", input=data).stdout
+        assert text.startswith("[offload] The result of `read` was stored whole as art_") and "too large" not in text
+    big = offload("--url", url, "put", "-", "--tool", "read", input="many words here\n" * 20_000).stdout
+    assert big.startswith("[offload] The result of `read` was too large for the context and was stored whole")
+
+
 def test_put_fails_clearly_when_the_store_cannot_take_it(tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder\n")

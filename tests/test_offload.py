@@ -941,6 +941,26 @@ def test_arguments_no_encoder_takes_never_keep_a_result_from_being_stored(sqlite
     assert raw(off, ref.artifact_id) == body.encode()
 
 
+@pytest.mark.parametrize("backend", ["sqlite", "duckdb", "postgresql"])
+def test_a_tool_name_or_session_holding_nul_or_a_lone_surrogate_is_stored_on_every_backend(
+        backend, tmp_path, request):
+    """PostgreSQL refuses NUL in text and no driver takes a lone surrogate: such a name was a store
+    error, so the result was not stored. Both are kept as their escapes, and the result whole."""
+    url = {"sqlite": f"sqlite:///{tmp_path / 's.db'}", "duckdb": f"duckdb:///{tmp_path / 's.duckdb'}"}.get(backend)
+    if url is None:
+        from conftest import pg_schema_url
+
+        url = pg_schema_url(request.getfixturevalue("pg_database"))
+    body = "".join(f"line {i} of output\n" for i in range(20_000))
+    with Offloader(url) as off:
+        ref = off.process("read\x00\ud800", body, session="s\x00\udc00")
+        assert ref.stored, ref.error
+        row = off.get(ref.artifact_id)
+        assert (row["tool"], row["session"]) == ("read\\x00\\ud800", "s\\x00\\udc00")
+        assert raw(off, ref.artifact_id) == body.encode()
+        assert [r["id"] for r in off.list(session="s\\x00\\udc00")[0]] == [ref.artifact_id]
+
+
 def test_lone_surrogates_in_a_document_never_reach_a_hint_or_break_the_text(sqlite_url, real_count):
     """A JSON escape such as "\\ud800" reads as a lone surrogate, which UTF-8 cannot carry: the text shows
     it as its escape, no hint holds it (a model could not send it back), and a query that does hold it

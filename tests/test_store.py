@@ -361,6 +361,20 @@ def test_a_refused_put_that_collected_leaves_no_stale_count(store_url):
     store.engine.dispose()
 
 
+def test_a_refused_put_says_how_much_must_stay_not_how_much_is_stored(store_url):
+    """Pinned content alone leaves no room, so nothing is evicted: the message counted every stored
+    byte (the evictable too) as "must stay"."""
+    from offload.errors import QuotaExceeded
+
+    store = _store(store_url, quota_bytes=100_000)
+    _put(store, b"p" * 60_000, pinned=True)
+    _put(store, b"e" * 30_000)
+    with pytest.raises(QuotaExceeded, match="60,000 bytes must stay .* of the 90,000 stored"):
+        store.put(_row(), b"b" * 50_000, hashlib.sha256(b"b" * 50_000).hexdigest(), make_room=())
+    assert store.total_bytes() == 90_000
+    store.engine.dispose()
+
+
 def test_quota_counts_the_store_seldom_and_exactly_near_the_quota(store_url, monkeypatch):
     """The total is a SUM over every content row: far from the quota a writer adds what it writes to its
     last count; near it, it counts again and sees what another writer stored meanwhile."""

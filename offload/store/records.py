@@ -34,6 +34,7 @@ class GcReport:
     contents_removed: int = 0
     bytes_freed: int = 0
     total_bytes: int = 0
+    staying_bytes: int = 0  # what no eviction frees: pinned artifacts' content, a write's own, content being written
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)

@@ -108,6 +108,9 @@ def collect(conn: Connection, now: dt.datetime, quota: int | None, protect: Iter
     held = sa.select(a.sha256).where(a.status == ACTIVE, sa.or_(a.pinned == sa.true(), a.id.in_(protect)))
     staying = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(contents.c.bytes), 0)).where(
         contents.c.sha256.in_(held))).scalar_one()
+    writing = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(contents.c.bytes), 0)).where(
+        ~sa.exists().where(a.sha256 == contents.c.sha256))).scalar_one()  # within ORPHAN_GRACE: being written
+    report.staying_bytes = int(staying) + int(writing)
     candidates = [] if room and int(staying) > quota else conn.execute(
         sa.select(a.id, a.sha256).where(a.status == ACTIVE, a.pinned == sa.false(), a.id.not_in(protect),
                                         a.sha256.not_in(held))

@@ -257,6 +257,7 @@ class Store:
         # room, which was then not so (the likely cause of 2 failures in ~10 runs, on one machine, of
         # the test of twelve writers near the quota on PostgreSQL).
         collected = False
+        report = GcReport()
         while keep is not None and size <= self.quota_bytes and used + size > self.quota_bytes:
             report = GcReport()
             collect(conn, utcnow(), self.quota_bytes - size, keep, report, room=True)
@@ -275,9 +276,9 @@ class Store:
             if collected:
                 raise QuotaExceeded(
                     f"storing {size:,} bytes would take the store over its quota of {self.quota_bytes:,} "
-                    f"even with every artifact that may go evicted: {used:,} bytes must stay (pinned "
-                    "artifacts, the call's own, content being written); unpin or delete some, or raise "
-                    "OFFLOAD_QUOTA_BYTES", size)
+                    f"even with every artifact that may go evicted: {report.staying_bytes:,} bytes must stay "
+                    f"(pinned artifacts, the call's own, content being written) of the {used:,} stored; unpin or "
+                    "delete some, or raise OFFLOAD_QUOTA_BYTES", size)
             raise QuotaExceeded(
                 f"storing {size:,} bytes would take the store to {used + size:,} bytes, over its quota of "
                 f"{self.quota_bytes:,} (`offload gc` evicts the least recently used to make room; pinned "
