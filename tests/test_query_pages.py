@@ -321,3 +321,24 @@ def test_an_sql_page_past_the_start_with_no_limit_fits_the_budget_and_goes_on(of
     shown = len(page["result"])
     assert 100 < shown < 2000 and page["result"][0] == {"n": 10} and page["count"] == 1_000_000
     assert page["next_offset"] == 10 + shown
+
+
+def test_rows_of_a_page_are_not_held_past_what_could_fit(sqlite_url):
+    """Rows of 200 KB each: a page past its offset stops holding rows once they surely exceed the budget
+    (it held every row until a multiple of 200), rows come from DuckDB about 4 MB at a time (1,000 were
+    200 MB), and a whole result is refused at the row that takes it over the byte cap (it was checked
+    once a batch)."""
+    rows = "".join('{"a": %d, "b": "%s"}\n' % (i, "x" * 200_000) for i in range(200))  # 40 MB
+    with Offloader(sqlite_url, query_result_bytes=1024**2) as off:
+        row = off.store.get(off.put(rows, tool="api").artifact_id, off.namespace)
+        off.queries.compute(row, sql="SELECT 1")  # the table is loaded and cached before measuring
+        tracemalloc.start()
+        try:
+            page = off.queries.compute(row, sql="SELECT a, b FROM artifact", offset=3)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        assert page.inline["count"] == 200 and page.inline["next_offset"] == 4 and "cut" in page.inline
+        assert peak < 12_000_000, f"{peak:,} bytes at the peak"  # DuckDB's batches of ~4 MB, and a row
+        with pytest.raises(ResultTooLarge, match=r"\(1,2\d\d,\d\d\d bytes in its first 6 rows\)"):
+            off.queries.compute(row, sql="SELECT a, b FROM artifact")

@@ -350,33 +350,41 @@ class QueryRunner:
         # orjson's small outputs each keep a 4 KiB allocation (3,000,000 rows held 12 GB as a list)
         spill: bytearray | None = None
         full = False  # the page holds all it can show: the rest of the rows is only counted
+        page_bytes = measured = measured_bytes = 0
         total = 0
         args = {"limit": limit}
         try:
-            for batch in result.iter_batches():
+            for batch in result.iter_batches(_FIRST_BATCH):
                 if time.monotonic() > deadline:
                     raise self._sql_timeout(total)
+                if measured:  # about _BATCH_BYTES a batch from now on, as the rows measured so far
+                    result.batch_size = max(1, min(_MOST_ROWS, _BATCH_BYTES * measured // measured_bytes))
                 if full or total + len(batch) <= offset:
                     total += len(batch)  # counted to the end, so `count` is exact even for a page
                     continue
                 for item in result.as_dicts(batch):
                     total += 1
                     if spill is not None:
+                        before = len(spill)
                         spill += dumps(item)
                         spill += b"\n"
+                        measured, measured_bytes = measured + 1, measured_bytes + len(spill) - before
+                        if len(spill) > self.result_bytes:  # checked at each row: a row may be a MB
+                            raise self._sql_too_large(total, len(spill))
                     elif total > offset and not full:
                         rows.append(item)
+                        size = len(dumps(item)) + 1
+                        page_bytes += size  # rows of a MB each: 200 of them are not held to see
+                        measured, measured_bytes = measured + 1, measured_bytes + size
                         if limit is not None and len(rows) >= limit:
                             full = True
                         # the count so far is a lower bound: a page over the budget now stays over it
-                        elif len(rows) % 200 == 0 and not self._fits(
+                        elif (len(rows) % 200 == 0 or surely_over(page_bytes, self.budget)) and not self._fits(
                                 self._response(row, "sql", sql, rows, total, None, args)):
                             if limit is None and offset == 0:  # the whole result was asked for: store it
                                 spill, rows = bytearray(_ndjson(rows)), []
                             else:  # _page shows the prefix that fits
                                 full = True
-                if spill is not None and len(spill) > self.result_bytes:
-                    raise self._sql_too_large(total, len(spill))
         except QueryTimeout:
             if not total:  # DuckDB's own limit, before any row: its message says why a query is slow
                 raise
@@ -405,6 +413,11 @@ class QueryRunner:
             f"first {total:,} rows), more than a query may store, so nothing was stored. Aggregate (e.g. "
             f"{SQL_EXAMPLE}), filter with WHERE, select fewer columns, end the SQL with LIMIT, or read a page "
             "with limit=.")
+
+
+# Rows fetched from DuckDB at a time: few at first, then about _BATCH_BYTES of JSON (a batch of 1,000 rows
+# of a MB each is a GB of Python strings, counted or not).
+_FIRST_BATCH, _MOST_ROWS, _BATCH_BYTES = 8, 1000, 4 << 20
 
 
 def _ndjson(rows: list[dict]) -> bytes:

@@ -285,6 +285,7 @@ class SqlResult:
         self._done = False
         self._started = False
         self._converters: list[Callable[[Any], Any] | None] | None = None
+        self.batch_size = 1000
 
     def iter_rows(self, batch: int = 1000) -> Iterator[dict]:
         """Yield each row as a dict, fetching `batch` rows at a time (never the whole result at once)."""
@@ -293,15 +294,17 @@ class SqlResult:
 
     def iter_batches(self, batch: int = 1000) -> Iterator[list[tuple]]:
         """Yield the rows `batch` at a time as DuckDB's tuples (once per result); `as_dicts` turns a batch
-        into JSON-able dicts, and a caller that only counts rows can skip that, the costly part."""
+        into JSON-able dicts, and a caller that only counts rows can skip that, the costly part. The
+        caller may set `batch_size` between batches (rows of a MB each: fewer at a time)."""
         if batch < 1:
             raise InvalidArgument(f"batch must be 1 or more, not {batch}.")
         if self._started or self._done:
             raise RuntimeError("iter_rows() or iter_batches() can be called once per SqlResult")
         self._started = True
+        self.batch_size = batch
         try:
             while True:
-                rows = self._call(self._cursor.fetchmany, batch)
+                rows = self._call(self._cursor.fetchmany, max(1, self.batch_size))
                 if not rows:
                     return
                 yield rows
