@@ -29,6 +29,7 @@ from . import workers
 from .content import Detected, gc_paused, pause_gc, resume_gc
 from .referencing import ReferenceBuilder, reason
 from .store.chunking import chunk_bytes
+from .store.records import column_text
 from .tokens import TokenCounter, surely_over
 from .tools.query import QueryRunner
 from .tools.slicing import SliceRequest, Slicer, content_digest
@@ -278,8 +279,8 @@ class Offloader:
             meta.update(exit_code=payload.exit_code, stderr_bytes=len(payload.stderr or b""),
                         stderr_artifact_id=ref.stderr_artifact_id, stderr=ref.stderr)
         return {
-            "id": ref.artifact_id, "namespace": self.namespace, "session": _column_text(session),
-            "tool": _column_text(tool), "args": _args_json(args) if args is not None else None,
+            "id": ref.artifact_id, "namespace": self.namespace, "session": column_text(session),
+            "tool": column_text(tool), "args": _args_json(args) if args is not None else None,
             "kind": ref.kind, "content_type": ref.content_type, "tokens": ref.tokens,
             "shown_tokens": self.counter.count(text := ref.render()),
             "reference": dumps({**ref.to_dict(), "text": text}).decode(),  # exactly what the model saw
@@ -340,12 +341,13 @@ class Offloader:
             self._queries = self.make_queries(self._page_budget(self.settings.query_tokens))
         return self._queries
 
-    def make_slicer(self, budget: int) -> "Slicer":
-        """A slicer over this store with a given page budget (rerun replays a logged budget)."""
-        return Slicer(self.store, self.counter.count, budget, self.queries.items_of)
+    def make_slicer(self, budget: int, count: Callable[[str], int] | None = None) -> "Slicer":
+        """A slicer over this store with a given page budget and token count (rerun replays the logged
+        ones: pages cut by another count are other pages)."""
+        return Slicer(self.store, count or self.counter.count, budget, self.queries.items_of)
 
-    def make_queries(self, budget: int) -> "QueryRunner":
-        return QueryRunner(self.store, self.counter.count, budget, cache_bytes=self.settings.cache_bytes,
+    def make_queries(self, budget: int, count: Callable[[str], int] | None = None) -> "QueryRunner":
+        return QueryRunner(self.store, count or self.counter.count, budget, cache_bytes=self.settings.cache_bytes,
                            timeout=self.settings.query_timeout, result_bytes=self.settings.query_result_bytes)
 
     def _page_budget(self, tokens: int) -> int:
@@ -358,7 +360,7 @@ class Offloader:
         started = time.perf_counter()
         _within_int64(offset=offset, limit=limit)
         args = {"artifact_id": artifact_id, "offset": offset, "limit": limit, "unit": unit, "path": path,
-                "_budget": self.slicer.budget}
+                "_budget": self.slicer.budget, **self._counted_by()}
         row = self.store.get(artifact_id, self.namespace)
         response = self.slicer.slice(row, SliceRequest(artifact_id, offset, limit, unit, path))
         sha, size = content_digest(response)
@@ -372,7 +374,7 @@ class Offloader:
         started = time.perf_counter()
         _within_int64(offset=offset, limit=limit, context=context)
         args = {"artifact_id": artifact_id, "jmespath": jmespath, "grep": grep, "sql": sql, "offset": offset,
-                "limit": limit, "context": context, "_budget": self.queries.budget}
+                "limit": limit, "context": context, "_budget": self.queries.budget, **self._counted_by()}
         row = self.store.get(artifact_id, self.namespace)
         outcome = self.queries.compute(row, jmespath=jmespath, grep=grep, sql=sql, offset=offset, limit=limit,
                                        context=context)
@@ -383,13 +385,17 @@ class Offloader:
             about = {"derived_from": artifact_id, "expression": outcome.expression, "count": outcome.count}
             # the response is the reference's JSON with its text inside: the text leaves room for the rest
             ref = self._offload("query_artifact", Payload(outcome.derived, None), session=session,
-                                args={k: v for k, v in args.items() if v is not None and k != "_budget"},
+                                args={k: v for k, v in args.items() if v is not None and not k.startswith("_")},
                                 fail_open=False, parent_id=artifact_id, reserve=self._envelope(about))
             derived_id = ref.artifact_id
             response = self.structured(ref, **about, text=ref.render())
         self._log_extract(row, outcome.op, outcome.expression, args, outcome.result_sha256, outcome.result_bytes,
                           derived_id, started, session)
         return response
+
+    def _counted_by(self) -> dict[str, str]:
+        """The tokenizer pages are cut by, for the extract log, when it is not the heuristic."""
+        return {"_tokenizer": self.settings.tokenizer} if self.settings.tokenizer else {}
 
     def _envelope(self, more: dict[str, Any]) -> int:
         """Tokens the JSON of a reference takes besides its text once everything that gives way is gone
@@ -546,11 +552,3 @@ def _args_json(args: Any) -> str:
         except Exception:  # noqa: BLE001 - a repr that raises still leaves the result stored
             text = f"<{type(args).__qualname__}: not representable>"
         return dumps({"repr": text}).decode()
-
-
-def _column_text(value: str | None) -> str | None:
-    """A tool name or session id as every backend's text column takes it (a lone surrogate as its
-    escape, NUL, which PostgreSQL refuses, as \\x00)."""
-    if value is None:
-        return None
-    return carriable(str(value)).replace("\x00", "\\x00")

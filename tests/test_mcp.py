@@ -117,12 +117,16 @@ def test_over_stdio_every_line_the_sdk_cannot_read_is_answered(sqlite_url):
              b'"arguments": {"artifact_id": "art_x", "grep": "\\ud800"}}}',
              b"not json", b"\xff\xfe{}", b"[1, 2]", b'{"jsonrpc": "2.0", "id": "seven", "method": 5}',
              b'{"jsonrpc": "2.0", "method": "notifications/x", "params": {"a": "\\udc00"}}',  # no answer
+             # ids the SDK reads as a notification's extra field (and answers nothing)
+             b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', b'{"jsonrpc": "2.0", "id": null, "method": "ping"}',
+             b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', b'{"jsonrpc": "2.0", "id": 5}',
              b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}']
     done = subprocess.run([sys.executable, "-m", "offload", "mcp"], input=b"\n".join(lines) + b"\n",
                           capture_output=True, timeout=120, env={**os.environ, "OFFLOAD_URL": sqlite_url})
     answers = [json.loads(line) for line in done.stdout.splitlines()]
     assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
-        (0, None), (1, -32602), (None, -32700), (None, -32700), (None, -32600), ("seven", -32600), (2, None)]
+        (0, None), (1, -32602), (None, -32700), (None, -32700), (None, -32600), ("seven", -32600),
+        (None, -32600), (None, -32600), (None, -32600), (5, -32600), (2, None)]
     assert "lone surrogate" in answers[1]["error"]["message"]
     assert "not UTF-8" in answers[3]["error"]["message"]
     assert sorted(tool["name"] for tool in answers[-1]["result"]["tools"]) == ["fetch_slice", "query_artifact"]
@@ -240,3 +244,20 @@ def test_a_client_over_http_with_the_token_reads_an_artifact(http_server):
     rebound = httpx2.post(endpoint, json=request, headers={**headers, "Authorization": f"Bearer {TOKEN}",
                                                             "Host": "attacker.example"})
     assert rebound.status_code == 421
+
+
+def test_over_http_a_request_the_sdk_would_misread_is_answered(http_server):
+    """An id of null, 1.5 or an object makes the SDK read a request as a notification: 202 and no answer."""
+    endpoint, _ = http_server
+    headers = {"Accept": "application/json, text/event-stream", "Authorization": f"Bearer {TOKEN}",
+               "Content-Type": "application/json"}
+    for body in (b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', b'{"jsonrpc": "2.0", "id": 1.5, '
+                 b'"method": "ping"}', b'{"jsonrpc": "2.0", "id": 5}', b"not json", b'{"a": "\\ud800"'):
+        answer = httpx2.post(endpoint, content=body, headers=headers)
+        assert answer.status_code == 400, (body, answer.status_code, answer.text)
+        error = answer.json()["error"]
+        assert error["code"] in (-32600, -32700) and error["message"].startswith("offload mcp: "), body
+    init = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+    ok = httpx2.post(endpoint, json=init, headers=headers)  # a readable body still reaches the SDK whole
+    assert ok.status_code == 200 and "offload" in ok.text, ok.text

@@ -958,7 +958,14 @@ def test_a_tool_name_or_session_holding_nul_or_a_lone_surrogate_is_stored_on_eve
         row = off.get(ref.artifact_id)
         assert (row["tool"], row["session"]) == ("read\\x00\\ud800", "s\\x00\\udc00")
         assert raw(off, ref.artifact_id) == body.encode()
-        assert [r["id"] for r in off.list(session="s\\x00\\udc00")[0]] == [ref.artifact_id]
+        # found by the name as it was given, or as it is stored
+        for session in ("s\x00\udc00", "s\\x00\\udc00"):
+            assert [r["id"] for r in off.list(session=session)[0]] == [ref.artifact_id]
+        assert [r["id"] for r in off.list(tool="read\x00\ud800")[0]] == [ref.artifact_id]
+        other = off.process("cat", body).artifact_id
+        assert [r["id"] for r in off.list(text="d\x00")[0]] == [ref.artifact_id]  # a NUL matched every artifact
+        assert off.list(text="\x00zzz")[0] == [] and off.list(kind="text\x00")[0] == []
+        assert {r["id"] for r in off.list()[0]} == {ref.artifact_id, other}
 
 
 def test_lone_surrogates_in_a_document_never_reach_a_hint_or_break_the_text(sqlite_url, real_count):

@@ -320,6 +320,22 @@ def test_sql_nested_past_duckdbs_parser_is_told_how_to_write_it_not_to_set_a_lim
     assert "SET" not in str(refused.value)
 
 
+def test_an_extract_cut_by_a_real_tokenizer_reruns_with_it(sqlite_url):
+    """Pages cut by o200k are other pages than the heuristic cuts: a rerun without the tokenizer said
+    "changed" of extracts nothing had changed."""
+    text = "\n".join(f"row {i} ERROR é日 {'abc' * (i % 30)}" for i in range(5000))
+    with Offloader(sqlite_url, tokenizer="o200k_base", slice_tokens=400, query_tokens=400) as counted:
+        aid = counted.put(text, tool="read").artifact_id
+        counted.fetch_slice(aid)
+        counted.query_artifact(aid, grep="ERROR", limit=1000)
+        assert [e["args"]["_tokenizer"] for e in counted.extracts()] == ["o200k_base"] * 2
+    with Offloader(sqlite_url, slice_tokens=400, query_tokens=400) as heuristic:
+        assert [r["status"] for r in heuristic.rerun()] == ["unchanged", "unchanged"]
+        page = heuristic.fetch_slice(aid)  # its own pages are logged as the heuristic's
+        assert "_tokenizer" not in heuristic.extracts()[-1]["args"] and page["returned"] > 0
+        assert [r["status"] for r in heuristic.rerun()] == ["unchanged"] * 3
+
+
 def test_query_argument_errors(off, json_ref, log_ref):
     ref, _ = json_ref
     with pytest.raises(InvalidArgument, match="exactly one"):

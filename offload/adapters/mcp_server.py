@@ -129,9 +129,10 @@ class _StdinLines:
                 await self._write.send(SessionMessage(answer))
 
 
-def unreadable_line(raw: bytes) -> tuple[str | None, Any]:
-    """(the line as text, None) when the SDK reads it; else (None, the JSON-RPC error that answers it,
-    or None for a notification or response, which get no answer)."""
+def unreadable_line(raw: bytes, over: str = "stdio") -> tuple[str | None, Any]:
+    """(the line, or HTTP body, as text, None) when the SDK reads it; else (None, the JSON-RPC error that
+    answers it, or None for a notification or response, which get no answer)."""
+    framing = "one message per line" if over == "stdio" else "one message per request"
     from mcp import types
     from pydantic import ValidationError
 
@@ -145,20 +146,30 @@ def unreadable_line(raw: bytes) -> tuple[str | None, Any]:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         return error(None, types.PARSE_ERROR, f"the message is not UTF-8 (byte {exc.start:,}); JSON-RPC over "
-                                              "stdio is UTF-8 JSON, one message per line")
+                                              f"{over} is UTF-8 JSON, {framing}")
+    bad_id = ("not a valid JSON-RPC request: its id must be a string or an integer (a notification has no "
+              "id at all)")
     try:
-        types.jsonrpc_message_adapter.validate_json(text, by_name=False)
-        return text, None
+        read = types.jsonrpc_message_adapter.validate_json(text, by_name=False)
     except ValidationError:
         pass
+    else:
+        # a notification type takes extra fields, so a request whose id is null, 1.5 or an object
+        # reads as a notification, which nothing answers
+        if isinstance(read, types.JSONRPCNotification) and "id" in (message := json.loads(text)):
+            return error(None, types.INVALID_REQUEST, bad_id)
+        return text, None
     try:
         message = json.loads(text)
     except (ValueError, RecursionError):
-        return error(None, types.PARSE_ERROR, "the line is not JSON; JSON-RPC over stdio is one JSON message "
-                                              "per line")
+        return error(None, types.PARSE_ERROR, f"the message is not JSON; JSON-RPC over {over} is UTF-8 JSON, "
+                                              f"{framing}")
     if not isinstance(message, dict):
         return error(None, types.INVALID_REQUEST, "a JSON-RPC message must be an object (batches are not "
                                                   "supported since MCP 2025-06-18)")
+    if "method" not in message and "result" not in message and "error" not in message:
+        return error(message.get("id"), types.INVALID_REQUEST, "not a JSON-RPC message: a request needs a "
+                                                              "method, a response a result or an error")
     if "method" not in message or "id" not in message:
         return None, None  # a notification or a response the SDK cannot read: nothing may answer it
     try:
@@ -218,7 +229,44 @@ class HttpGuard:
             if refusal is not None:
                 await _refuse(send, *refusal)
                 return
+            if scope["method"] == "POST":
+                receive = await self._answered(receive, send)
+                if receive is None:
+                    return
         await self.app(scope, receive, send)
+
+    @staticmethod
+    async def _answered(receive: Any, send: Any) -> Any:
+        """The request's body read whole: None when it was answered here (a message the SDK would
+        misread: a request with an id of null, 1.5 or an object reads as a notification and gets a 202
+        and no answer), else a `receive` that hands the body on."""
+        body, first = b"", None
+        while True:
+            message = await receive()
+            if message["type"] != "http.request":
+                first = message  # the client went away: the app sees it
+                break
+            body += message.get("body", b"")
+            if not message.get("more_body", False):
+                break
+        if first is None and body.strip():
+            _, answer = unreadable_line(body, over="HTTP")
+            if answer is not None:
+                payload = answer.model_dump_json(by_alias=True, exclude_unset=True).encode()
+                await send({"type": "http.response.start", "status": 400, "headers": [
+                    (b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]})
+                await send({"type": "http.response.body", "body": payload})
+                return None
+        handed = False
+
+        async def replay() -> dict:
+            nonlocal handed
+            if handed:
+                return await receive()
+            handed = True
+            return first if first is not None else {"type": "http.request", "body": body, "more_body": False}
+
+        return replay
 
     def check(self, headers: dict[str, str]) -> tuple[int, str, str] | None:
         """(status, error code, message) when the request must be refused, else None."""

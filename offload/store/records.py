@@ -7,6 +7,8 @@ import datetime as dt
 import secrets
 from dataclasses import dataclass
 
+from ..utf8 import carriable
+
 
 def utcnow() -> dt.datetime:
     return dt.datetime.now(dt.timezone.utc).replace(tzinfo=None)
@@ -38,3 +40,12 @@ class GcReport:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
+
+
+def column_text(value: str | None) -> str | None:
+    """A tool name or session id as every backend's text column takes it (a lone surrogate as its
+    escape, NUL, which PostgreSQL refuses, as \\x00): written so, and looked for so."""
+    if value is None:
+        return None
+    return carriable(str(value)).replace("\x00", "\\x00")
+

@@ -24,7 +24,7 @@ from ..errors import ArtifactExpired, ArtifactNotFound, ContentMismatch, Invalid
 from .chunking import CHUNK_SIZE, ITEMS_PER_BLOCK, Chunk, ItemIndex, chunk_stream, count_lines, unpack_block
 from .engines import wal_checkpointer
 from .models import artifacts, chunks, contents, extracts, item_blocks
-from .records import ContentInfo, GcReport, new_id, utcnow
+from .records import ContentInfo, GcReport, column_text, new_id, utcnow
 from .retention import ACTIVE, collect, drop_orphans, end_artifacts, gc_lock, not_beside_gc, total_bytes
 
 ENDED_REASONS = {"expired": "expired", "evicted": "was evicted to keep the store under its size quota",
@@ -350,6 +350,8 @@ class Store:
         query = sa.select(artifacts).where(a.namespace == namespace)
         if not include_ended:  # past its TTL is ended too, gc or not: `get` answers "expired" for it
             query = query.where(_live())
+        # looked for as they are written (a NUL cut SQLite's LIKE pattern short: it matched everything)
+        tool, session, kind, text = (column_text(value) for value in (tool, session, kind, text))
         for column, value in ((a.tool, tool), (a.session, session), (a.kind, kind)):
             if value is not None:
                 query = query.where(column == value)

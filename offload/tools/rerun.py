@@ -7,7 +7,7 @@ bytes were altered underneath; either way the report says which extract and how.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import OffloadError
 from .slicing import SliceRequest, content_digest
@@ -20,20 +20,32 @@ QUERY_ARGS = ("jmespath", "grep", "sql", "offset", "limit", "context")
 
 def rerun(off: "Offloader", **filters: Any) -> list[dict[str, Any]]:
     results = []
+    made: dict[tuple, Any] = {}  # one slicer or query runner (and its cache) per logged budget and count
+
+    def engine(current: Any, make: Callable[..., Any], budget: int | None, tokenizer: str | None) -> Any:
+        budget = budget or current.budget
+        if budget == current.budget and tokenizer == off.settings.tokenizer:
+            return current
+        key = (make, budget, tokenizer)
+        if key not in made:
+            made[key] = make(budget, None if tokenizer == off.settings.tokenizer else _counter(tokenizer))
+        return made[key]
+
     for extract in off.extracts(**filters):
         args = dict(extract["args"])
         budget = args.pop("_budget", None)
+        tokenizer = args.pop("_tokenizer", None)  # None: the heuristic (and every extract logged before it)
         entry = {"extract_id": extract["id"], "artifact_id": extract["artifact_id"], "kind": extract["op"],
                  "expression": extract["expression"]}
         try:
             row = off.store.get(extract["artifact_id"], off.namespace, touch=False)
             if extract["op"] == "slice":
-                slicer = off.slicer if budget in (None, off.slicer.budget) else off.make_slicer(budget)
+                slicer = engine(off.slicer, off.make_slicer, budget, tokenizer)
                 response = slicer.slice(row, SliceRequest(**{k: args[k] for k in
                                                              ("artifact_id", "offset", "limit", "unit", "path")}))
                 sha, _size = content_digest(response)
             else:
-                runner = off.queries if budget in (None, off.queries.budget) else off.make_queries(budget)
+                runner = engine(off.queries, off.make_queries, budget, tokenizer)
                 sha = runner.compute(row, **{k: args.get(k) for k in QUERY_ARGS if k in args}).result_sha256
         except OffloadError as exc:
             results.append({**entry, "status": "failed", "detail": exc.model_message()})
@@ -47,3 +59,18 @@ def rerun(off: "Offloader", **filters: Any) -> list[dict[str, Any]]:
             results.append({**entry, "status": "changed",
                             "detail": f"result sha256 was {extract['result_sha256'][:16]}…, now {sha[:16]}…"})
     return results
+
+
+class _NoTokenizer(OffloadError):
+    code = "no_tokenizer"
+
+
+def _counter(tokenizer: str | None) -> Any:
+    """The count the extract was logged with (its pages were cut by it)."""
+    from ..tokens import TokenCounter
+
+    try:
+        return TokenCounter(tokenizer).count
+    except ImportError:
+        raise _NoTokenizer(f"logged while counting tokens with {tokenizer}, which is not installed here: "
+                           "pip install 'offload[tokenizer]' to rerun it") from None
