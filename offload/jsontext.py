@@ -12,6 +12,7 @@ reference's shape) goes through `dumps`.
 from __future__ import annotations
 
 import decimal
+import itertools
 import json
 import json.encoder
 import math
@@ -20,7 +21,7 @@ from typing import Any, Callable
 import numpy as np
 import orjson
 
-__all__ = ["dumps", "loads", "may_hold_big_integers"]
+__all__ = ["dumps", "loads", "may_hold_big_integers", "within"]
 
 
 def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False, non_str_keys: bool = False) -> bytes:
@@ -154,6 +155,79 @@ def _scalar(value: Any, string: Callable[[str], str]) -> str | None:
     if isinstance(value, float):
         return float.__repr__(value) if math.isfinite(value) else "null"
     return None
+
+
+# A value's sharing is looked for among its first _PROBE containers, visited widest first, and among the
+# first and last _ENDS children of each: a result built of repeated references (JMESPath's
+# `[@, @] | [@, @] | …`: 78 characters wrote 73 MB, a few more more than the machine holds) repeats them
+# near its top. A value whose containers are distinct there holds its own weight: its JSON text is
+# about what it already takes in memory. (One built to hide a repeat past that can still be big: see
+# the README on untrusted callers.)
+_PROBE, _ENDS = 4096, 64
+
+
+def within(value: Any, most: int) -> bool:
+    """Whether the JSON text of `value` is at most about `most` bytes, decided without writing it when
+    the value shares containers (so that writing it cannot take all the memory there is)."""
+    return _distinct(value) or _expanded_size(value, most) <= most
+
+
+def _children(item: Any) -> Any:
+    if isinstance(item, dict):
+        if len(item) <= 2 * _ENDS:
+            return item.values()
+        return itertools.chain(itertools.islice(item.values(), _ENDS), itertools.islice(reversed(item.values()), _ENDS))
+    if isinstance(item, (list, tuple)):
+        return item if len(item) <= 2 * _ENDS else itertools.chain(item[:_ENDS], item[-_ENDS:])
+    return ()
+
+
+def _distinct(value: Any) -> bool:
+    """True when no container repeats among the first ones of `value` (see _PROBE)."""
+    seen: set[int] = set()
+    queue = [value]
+    for item in queue:  # grows while it is read: a breadth-first walk
+        for child in _children(item):
+            if isinstance(child, (dict, list, tuple)):
+                if id(child) in seen:
+                    return False
+                if len(seen) >= _PROBE:
+                    return True
+                seen.add(id(child))
+                queue.append(child)
+    return True
+
+
+def _expanded_size(value: Any, most: int) -> int:
+    """The length of `value`'s compact JSON text, each shared container counted as often as it is
+    written and measured once (a part whose containers are distinct is measured by writing it);
+    stops past `most` (returning more)."""
+    if not isinstance(value, (dict, list, tuple)):
+        return len(dumps(value))
+    sizes: dict[int, int] = {}
+    stack: list[tuple[Any, bool]] = [(value, False)]
+    while stack:
+        item, children_done = stack.pop()
+        if id(item) in sizes:
+            continue
+        if not children_done and _distinct(item):
+            sizes[id(item)] = len(dumps(item))
+        elif not children_done:
+            stack.append((item, True))
+            stack.extend((child, False) for child in (item.values() if isinstance(item, dict) else item)
+                         if isinstance(child, (dict, list, tuple)) and id(child) not in sizes)
+            continue
+        else:
+            children = list(item.values()) if isinstance(item, dict) else item
+            size = 2 + max(len(children) - 1, 0)  # brackets and commas
+            if isinstance(item, dict):
+                size += sum(len(dumps(key)) + 1 for key in item)
+            for child in children:
+                size += sizes[id(child)] if isinstance(child, (dict, list, tuple)) else len(dumps(child))
+            sizes[id(item)] = size
+        if sizes[id(item)] > most:
+            return sizes[id(item)]
+    return sizes[id(value)]
 
 
 def loads(data: bytes | bytearray | str) -> Any:

@@ -99,6 +99,24 @@ def test_jmespath_equals_reference(doc, expression):
     assert run_jmespath(doc, expression) == jmespath.search(expression, doc)
 
 
+@pytest.mark.parametrize("expression, what", [
+    (" | ".join(["[@, @]"] * 40), "result"),  # 2**40 copies in 245 characters: more memory than there is
+    ("[" + ", ".join(["@"] * 2000) + "]", "result"),
+    (" | ".join(["to_string(@) | [@, @]"] * 30), "to_string()"),  # each stage doubles the escapes
+    ("to_string(@) | " + " | ".join(["join('', [@, @])"] * 40), "join()"),
+])
+def test_jmespath_that_repeats_the_document_past_the_bound_is_refused(expression, what):
+    from offload.errors import ResultTooLarge
+    from offload.jsontext import dumps
+
+    doc = {"items": [{"id": i, "name": "x" * 50, "tags": ["a", "b"]} for i in range(1000)]}  # ~70 KB
+    with pytest.raises(ResultTooLarge, match=re.escape(f"The JMESPath {what} would be more than 1,000,000")):
+        run_jmespath(doc, expression, most=1_000_000)
+    # under the bound the same expressions answer as the library does
+    short = " | ".join(expression.split(" | ")[:4])
+    assert dumps(run_jmespath(doc, short, most=10**9)) == dumps(jmespath.search(short, doc))
+
+
 def test_jmespath_filter_finds_real_records(doc):
     found = run_jmespath(doc, "items[?function=='dumps' && module=='json'].line")
     assert found and all(isinstance(line, int) for line in found)

@@ -342,3 +342,15 @@ def test_rows_of_a_page_are_not_held_past_what_could_fit(sqlite_url):
         assert peak < 12_000_000, f"{peak:,} bytes at the peak"  # DuckDB's batches of ~4 MB, and a row
         with pytest.raises(ResultTooLarge, match=r"\(1,2\d\d,\d\d\d bytes in its first 6 rows\)"):
             off.queries.compute(row, sql="SELECT a, b FROM artifact")
+
+
+def test_a_jmespath_result_repeating_the_document_is_refused_and_nothing_is_stored(sqlite_url):
+    with Offloader(sqlite_url, query_result_bytes=1024**2) as off:
+        source = off.put([{"id": i, "name": "x" * 50} for i in range(2000)], tool="api").artifact_id
+        before = off.list()[0]
+        with pytest.raises(ResultTooLarge, match="more than 1,048,576 bytes"):
+            off.query_artifact(source, jmespath=" | ".join(["[@, @]"] * 12))  # 4,096 copies: 500 MB
+        assert off.list()[0] == before and off.extracts() == []
+        stored = off.query_artifact(source, jmespath="[@, @]")  # 2 copies, 230 KB: stored whole
+        assert stored["count"] == 2 and stored["bytes"] == 2 * len(orjson.dumps(off.queries.document(
+            off.store.get(source, off.namespace)))) + 3

@@ -18,10 +18,12 @@ from typing import Any
 
 import jmespath
 import jmespath.exceptions
+import jmespath.functions
 import jmespath.visitor
 import regex
 
-from offload.errors import InvalidArgument, QueryError, QueryTimeout
+from offload.errors import InvalidArgument, QueryError, QueryTimeout, ResultTooLarge
+from offload.jsontext import within
 
 __all__ = [
     "BoundedCache",
@@ -46,10 +48,52 @@ def _compile_jmespath(expression: str) -> jmespath.parser.ParsedResult:
     return jmespath.compile(expression)
 
 
-def run_jmespath(doc: Any, expression: str) -> Any:
-    """Evaluate `expression` on `doc`; the result equals `jmespath.search(expression, doc)`.
+# The most bytes of JSON a JMESPath result, or a string one builds (to_string, join), may take: multiselects
+# repeat references, so `[@, @] | [@, @] | …` doubles its result with every stage, and `join` or
+# `to_string` turn such a result into a string that really takes that memory.
+JMESPATH_MOST = 64 * 1024**2
 
-    Raises QueryError with the column of a syntax error and an example that works on this document.
+
+class _BoundedFunctions(jmespath.functions.Functions):
+    """JMESPath's functions, with to_string and join refusing to build a string past `most` bytes."""
+
+    def __init__(self, most: int):
+        self.most = most
+
+    @jmespath.functions.signature({"types": []})
+    def _func_to_string(self, arg: Any) -> str:
+        if not isinstance(arg, str) and not within(arg, self.most):  # repeated references
+            raise _too_big("to_string()", self.most)
+        text = super()._func_to_string(arg)
+        if len(text) > self.most:  # escapes: each stage of to_string(@) | [@, @] | … doubles them
+            raise _too_big("to_string()", self.most)
+        return text
+
+    @jmespath.functions.signature({"types": ["string"]}, {"types": ["array-string"]})
+    def _func_join(self, separator: str, array: list[str]) -> str:
+        if sum(map(len, array)) + len(separator) * len(array) > self.most:
+            raise _too_big("join()", self.most)
+        return super()._func_join(separator, array)
+
+
+@functools.lru_cache(maxsize=8)
+def _options(most: int) -> jmespath.Options:
+    return jmespath.Options(custom_functions=_BoundedFunctions(most))
+
+
+def _too_big(what: str, most: int) -> ResultTooLarge:
+    return ResultTooLarge(
+        f"The JMESPath {what} would be more than {most:,} bytes: the expression repeats parts of the "
+        "document (a multiselect such as [@, @], applied again and again). Select the parts once, or "
+        "take fewer of them.")
+
+
+def run_jmespath(doc: Any, expression: str, most: int = JMESPATH_MOST) -> Any:
+    """Evaluate `expression` on `doc`; the result equals `jmespath.search(expression, doc)`, and its JSON
+    takes at most about `most` bytes.
+
+    Raises QueryError with the column of a syntax error and an example that works on this document;
+    ResultTooLarge for a result (or a string it builds) past `most`.
     """
     if not isinstance(expression, str):
         raise QueryError(f"The JMESPath expression must be a string (got {type(expression).__name__}). "
@@ -66,11 +110,13 @@ def run_jmespath(doc: Any, expression: str) -> Any:
     if fast is not _NO_FAST_PATH:
         return fast
     try:
-        result = compiled.search(doc)
+        result = compiled.search(doc, options=_options(most))
     except jmespath.exceptions.JMESPathError as exc:  # wrong argument types, unknown function, arity
         raise QueryError(_jmespath_message(doc, expression, exc)) from exc
     except RecursionError:
         raise QueryError(_TOO_DEEP.format("JMESPath expression")) from None
+    if not within(result, most):
+        raise _too_big("result", most)
     if isinstance(result, jmespath.visitor._Expression):
         raise QueryError(
             "An expression reference (&field) is only meaningful as a function argument, e.g. "

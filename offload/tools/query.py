@@ -253,7 +253,7 @@ class QueryRunner:
         return response
 
     def _jmespath(self, row: dict, expression: str, offset: int, limit: int | None) -> Outcome:
-        result = run_jmespath(self.document(row), expression)
+        result = run_jmespath(self.document(row), expression, self.result_bytes)
         if isinstance(result, list):
             total = len(result)
             start = _absolute(offset, total)
