@@ -182,7 +182,7 @@ def _run(expression: str, target: Any) -> tuple[bool, str | None]:
     try:
         # the query tool's engine: the same results as jmespath.search (property-tested), with compiled
         # expressions cached and a fast path for the `[?field=='value']` filters hints use
-        result = run_jmespath(target, expression)
+        result = run_jmespath(target, expression, most=None)  # offload's own: nothing repeats the document
     except (JMESPathError, QueryError, TypeError, ValueError):
         return False, None
     if result is None or result == [] or result == {} or result == "":

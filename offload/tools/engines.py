@@ -88,9 +88,9 @@ def _too_big(what: str, most: int) -> ResultTooLarge:
         "take fewer of them.")
 
 
-def run_jmespath(doc: Any, expression: str, most: int = JMESPATH_MOST) -> Any:
+def run_jmespath(doc: Any, expression: str, most: int | None = JMESPATH_MOST) -> Any:
     """Evaluate `expression` on `doc`; the result equals `jmespath.search(expression, doc)`, and its JSON
-    takes at most about `most` bytes.
+    takes at most about `most` bytes (None: offload's own expressions, the hints, go unchecked).
 
     Raises QueryError with the column of a syntax error and an example that works on this document;
     ResultTooLarge for a result (or a string it builds) past `most`.
@@ -110,12 +110,12 @@ def run_jmespath(doc: Any, expression: str, most: int = JMESPATH_MOST) -> Any:
     if fast is not _NO_FAST_PATH:
         return fast
     try:
-        result = compiled.search(doc, options=_options(most))
+        result = compiled.search(doc, options=_options(most) if most is not None else None)
     except jmespath.exceptions.JMESPathError as exc:  # wrong argument types, unknown function, arity
         raise QueryError(_jmespath_message(doc, expression, exc)) from exc
     except RecursionError:
         raise QueryError(_TOO_DEEP.format("JMESPath expression")) from None
-    if not within(result, most):
+    if most is not None and not within(result, most):
         raise _too_big("result", most)
     if isinstance(result, jmespath.visitor._Expression):
         raise QueryError(
