@@ -17,8 +17,6 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Iterator
 
-import orjson
-
 from .errors import InvalidArgument, StoreError
 from .jsontext import dumps, loads
 from .reference import Reference
@@ -456,7 +454,7 @@ class Offloader:
     def reference(self, artifact_id: str) -> dict[str, Any]:
         """The reference exactly as the model saw it: its dict and its text."""
         row = self.store.get(artifact_id, self.namespace)
-        return orjson.loads(row["reference"]) if row["reference"] else {}
+        return loads(row["reference"]) if row["reference"] else {}  # lone surrogates: as their escapes
 
     def iter_raw(self, artifact_id: str, start: int = 0, end: int | None = None) -> Iterator[bytes]:
         """The stored bytes [start, end) (all of them by default), a chunk at a time."""
@@ -533,7 +531,7 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
     """An artifact row as callers see it: JSON columns decoded, times in ISO 8601."""
     out = {str(key): value for key, value in row.items()}  # plain str keys (SQLAlchemy gives str subclasses)
     for key in ("args", "meta"):
-        out[key] = orjson.loads(out[key]) if out.get(key) else None
+        out[key] = loads(out[key]) if out.get(key) else None  # orjson refuses lone surrogate escapes
     out.pop("reference", None)
     for key in ("created_at", "accessed_at", "expires_at", "ended_at"):
         if out.get(key) is not None:

@@ -968,6 +968,33 @@ def test_a_tool_name_or_session_holding_nul_or_a_lone_surrogate_is_stored_on_eve
         assert {r["id"] for r in off.list()[0]} == {ref.artifact_id, other}
 
 
+def test_args_with_a_lone_surrogate_leave_the_store_listable(sqlite_url):
+    """The args column holds the escape (orjson refuses to read it): one such call made ls, show, rm and
+    pin fail for the whole store."""
+    from offload.cli import app
+
+    off = Offloader(sqlite_url)
+
+    @off.tool
+    def search(query: str) -> str:
+        return "match\n" * 50_000
+
+    ref = search("emoji cut \ud83d")
+    assert off.list()[0][0]["args"] == {"query": "emoji cut \ud83d"}
+    assert off.get(ref.artifact_id)["args"] == {"query": "emoji cut \ud83d"}
+    assert off.reference(ref.artifact_id)["tool"] == "search"
+    runner = CliRunner()
+    for command in (["ls"], ["ls", "--json"], ["show", ref.artifact_id], ["pin", ref.artifact_id],
+                    ["rm", ref.artifact_id]):
+        result = runner.invoke(app, ["--url", sqlite_url, *command])
+        assert result.exit_code == 0 and "Traceback" not in result.output, (command, result.output)
+    assert off.list()[0] == []
+    assert off.process("api", {"k\ud800": "v\udc00"}) == {"k\ud800": "v\udc00"}  # a result that fits
+    from offload.adapters.toolpack import as_output
+
+    assert as_output({"k\ud800": 10**30}).structured == {"result": {"k\ud800": 10**30}}  # orjson raised
+
+
 def test_lone_surrogates_in_a_document_never_reach_a_hint_or_break_the_text(sqlite_url, real_count):
     """A JSON escape such as "\\ud800" reads as a lone surrogate, which UTF-8 cannot carry: the text shows
     it as its escape, no hint holds it (a model could not send it back), and a query that does hold it

@@ -16,11 +16,10 @@ import typing
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
-import orjson
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 from ..errors import OffloadError, TooLarge
-from ..jsontext import dumps
+from ..jsontext import dumps, loads
 from ..reference import Reference
 from ..results import to_payload
 from ..tools.schemas import OUTPUT_SCHEMAS, TOOLS, ToolOutput, dispatch
@@ -276,7 +275,7 @@ def as_output(result: Any, off: "Offloader | None" = None) -> ToolOutput:
         text = bytes(result).decode("utf-8", errors="replace")
         return ToolOutput(text, {"result": text})
     text = payload.data.decode("utf-8", errors="replace")
-    return ToolOutput(text, {"result": orjson.loads(payload.data)})
+    return ToolOutput(text, {"result": loads(payload.data)})  # exactly: lone surrogates, big integers
 
 
 def _error(message: str, code: str) -> ToolOutput:

@@ -14,9 +14,8 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
-import orjson
-
 from ..errors import ContextBudgetExceeded, InvalidArgument
+from ..jsontext import loads
 from .formats import FORMATS, Call, Format
 from .measure import Part, count_message, split_parts
 from .placeholders import Stored, note_text
@@ -246,8 +245,8 @@ def _args(args: Any) -> dict | None:
         return args
     if isinstance(args, str):
         try:
-            parsed = orjson.loads(args)
-        except orjson.JSONDecodeError:
+            parsed = loads(args)
+        except ValueError:
             return {"arguments": args}
         return parsed if isinstance(parsed, dict) else {"arguments": parsed}
     return {"arguments": args}
