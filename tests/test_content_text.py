@@ -10,6 +10,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 import traceback
 from collections import Counter
@@ -99,6 +100,20 @@ def test_grep_preview_is_within_budget_with_exact_counts_per_file(grep_output, c
             common = os.path.commonpath(list(truth)) + "/"
             assert f"{top_n:,}  {top_path[len(common):]}" in preview.text
             assert f"{sum(truth.values()):,} matching lines in {len(truth):,} files under {common}" in preview.text
+
+
+def test_a_long_line_of_path_characters_is_detected_at_once():
+    """`[^\\s:]*[./\\\\][^\\s:]*` tried every dot as the path's separator: a 64 KiB line of dots took 54 s
+    to detect, of `a/` 28 s, of backslashes 62 s (quadratic). Run in a process of its own, so that the
+    old code fails the test by its time limit instead of holding up the suite."""
+    script = (
+        "from offload.content import detect\n"
+        "for data in (b'.' * 65536, b'a/' * 32768, b'\\\\' * 65536, (b'.' * 20000 + b':') * 3):\n"
+        "    for tool in ('read', 'grep'):\n"
+        "        print(detect(data, tool=tool).kind)\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["text"] * 6 + ["text", "grep"]
 
 
 def test_grep_lines_are_capped_by_max_lines(grep_output):
