@@ -222,6 +222,16 @@ def test_verify_finds_a_tampered_chunk(url, tmp_path):
     assert report["ok"] is False and report["problems"][0]["artifacts"] == [ref["artifact_id"]]
 
 
+def test_cat_of_content_missing_a_chunk_fails_instead_of_printing_part_of_it(url, tmp_path):
+    data = "".join(f"line {i} of a big result\n" for i in range(200_000))  # ~5 MB: 5 chunks
+    ref = offload_json("--url", url, "put", "-", "--tool", "cat", input=data)
+    with sqlite3.connect(tmp_path / "cli.db") as conn:
+        conn.execute("DELETE FROM chunks WHERE sha256 = ? AND seq = 2", (ref["sha256"],))
+    result = offload("--url", url, "cat", ref["artifact_id"], ok=False)
+    assert result.exit_code != 0 and "could not be read whole" in result.stderr, result.output[-500:]
+    assert "Traceback" not in result.stderr
+
+
 def test_db_upgrade_is_idempotent(tmp_path):
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     first = offload("--url", url, "db", "upgrade").stdout

@@ -291,6 +291,33 @@ def test_a_delete_waits_for_a_running_gc_on_postgresql(pg_database):
     store.engine.dispose()
 
 
+def test_content_deleted_while_it_is_read_or_missing_a_chunk_is_never_read_as_whole(store_url):
+    """Reading stopped at the first missing chunk as if the content ended there: `offload cat` of an
+    artifact deleted meanwhile printed 154 of 217 MB and exited 0."""
+    from offload.errors import StoreError
+
+    store = _store(store_url)
+    data = b"".join(f"line {i} of a big result\n".encode() for i in range(200_000))  # ~5 MB: 5 chunks
+    first = _put(store, data)
+    sha = hashlib.sha256(data).hexdigest()
+    reading = store.iter_bytes(sha)
+    got = next(reading)
+    store.delete(first, "")
+    with pytest.raises(StoreError, match=f"could not be read whole: it ended after {len(got):,} of its "
+                                         f"{len(data):,} bytes"):
+        b"".join(reading)
+    _put(store, data)
+    assert b"".join(store.iter_bytes(sha)) == data
+    with store.engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM chunks WHERE sha256 = :s AND seq = 2"), {"s": sha})
+    with pytest.raises(StoreError, match="could not be read whole"):
+        b"".join(store.iter_bytes(sha))
+    with pytest.raises(StoreError, match="chunk 2 of 1-3 is missing"):
+        store.read_range(sha, 1_500_000, 3_500_000)
+    assert store.verify()[0]["actual_bytes"] < len(data)  # verify reports it, as before
+    store.engine.dispose()
+
+
 def test_a_gc_making_room_evicts_nothing_it_cannot_make_room_with(store_url):
     """gc(room=) for a write: what must stay (pinned, protected, and content they share) is never evicted,
     and when it alone leaves no room, nothing is evicted at all (it would not make the write fit)."""

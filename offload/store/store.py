@@ -404,7 +404,8 @@ class Store:
 
     def iter_chunks(self, sha256: str, first_seq: int = 0, last_seq: int | None = None
                     ) -> Iterator[tuple[dict[str, int], bytes]]:
-        """Chunks from `first_seq` on, one query each, so memory stays at one chunk."""
+        """Chunks from `first_seq` on (to the last, or to `last_seq`, each of which must be there), one
+        query each, so memory stays at one chunk."""
         c = chunks.c
         seq = first_seq
         while last_seq is None or seq <= last_seq:
@@ -412,6 +413,8 @@ class Store:
                 row = conn.execute(sa.select(c.seq, c.byte_start, c.char_start, c.line_start, c.data).where(
                     c.sha256 == sha256, c.seq == seq)).mappings().first()
             if row is None:
+                if last_seq is not None:
+                    raise _cut_short(sha256, f"chunk {seq:,} of {first_seq:,}-{last_seq:,} is missing")
                 return
             meta = {k: row[k] for k in ("seq", "byte_start", "char_start", "line_start")}
             yield meta, bytes(row["data"])
@@ -433,8 +436,17 @@ class Store:
             yield data[lo:hi]
 
     def iter_bytes(self, sha256: str) -> Iterator[bytes]:
-        for _meta, data in self.iter_chunks(sha256):
+        """The content's bytes, a chunk at a time, every one of them: a content deleted while it is read,
+        or missing a chunk, raises StoreError where it stops (a short read ended as if it were whole)."""
+        size = self.content(sha256).bytes
+        done = 0
+        for meta, data in self.iter_chunks(sha256):
+            if meta["byte_start"] != done:
+                break
+            done += len(data)
             yield data
+        if done != size:
+            raise _cut_short(sha256, f"it ended after {done:,} of its {size:,} bytes")
 
     def item_ranges(self, sha256: str, first: int, last: int) -> list[tuple[int, int]]:
         """(start, end) byte ranges of items first..last-1 from the stored item index."""
@@ -561,6 +573,12 @@ class Store:
             query = query.limit(limit)
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
+
+
+def _cut_short(sha256: str, how: str) -> StoreError:
+    return StoreError(f"the stored content {sha256[:16]}… could not be read whole: {how}. The artifact was "
+                      "deleted or evicted while it was read, or its content is damaged (`offload verify` "
+                      "checks every content).")
 
 
 def _live() -> sa.ColumnElement[bool]:
