@@ -17,7 +17,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Iterator
 
-from .errors import InvalidArgument, StoreError
+from .errors import InvalidArgument, InvalidSetting, StoreError
 from .jsontext import dumps, loads
 from .reference import Reference
 from .results import Payload, cheap_fits, to_payload
@@ -55,7 +55,12 @@ class Offloader:
         given = {k: v for k, v in {"url": url, "namespace": namespace, **settings}.items() if v is not None}
         self.settings = load_settings(**given)
         self.namespace = self.settings.namespace
-        self.counter = TokenCounter(self.settings.tokenizer)
+        try:
+            self.counter = TokenCounter(self.settings.tokenizer)
+        except (ValueError, RuntimeError) as exc:  # an encoding bpe-openai does not have, or cannot load offline
+            raise InvalidSetting(f"tokenizer (OFFLOAD_TOKENIZER) {self.settings.tokenizer!r}: "
+                                 f"{str(exc).rstrip('.')}; o200k_base "
+                                 "and cl100k_base work offline") from None
         self.references = ReferenceBuilder(self.counter, self.settings.reference_tokens,
                                            self.settings.grep_max_lines)
         self._store: Store | None = None

@@ -9,11 +9,13 @@ from __future__ import annotations
 
 import fnmatch
 import os
+import tomllib
 from pathlib import Path
 from typing import Any
 
 from pydantic import Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict, TomlConfigSettingsSource
+from pydantic_settings.exceptions import SettingsError
 
 from .errors import InvalidSetting
 
@@ -63,6 +65,19 @@ def config_file() -> Path | None:
     return user if user.exists() else None
 
 
+def _check_config_file() -> None:
+    """OFFLOAD_CONFIG names a file that must be there: a path to nothing was read as no config at all."""
+    explicit = os.environ.get("OFFLOAD_CONFIG")
+    if explicit and not Path(explicit).is_file():
+        what = "a directory" if Path(explicit).is_dir() else "not there"
+        raise InvalidSetting(f"OFFLOAD_CONFIG={explicit!r} is {what}: give the path of a TOML file, or unset "
+                             "it to use the project's or the user's config.toml")
+
+
+def _cause(exc: BaseException) -> str:
+    return f" ({exc.__cause__})" if exc.__cause__ else ""
+
+
 def too_small(floor: int) -> str:
     """Why a limit below `floor` is refused, and what would work (said by settings and `--limit`)."""
     return (f"a result over a limit below {floor} tokens would become a reference about as big (the least "
@@ -75,6 +90,10 @@ def load_settings(**given: Any) -> "Settings":
     return Settings(**given)
 
 
+_HINTS = {"ttl_days": "; none (None in code) keeps artifacts until deleted",
+          "quota_bytes": "; none (None in code) sets no quota"}
+
+
 def _invalid(exc: ValidationError) -> InvalidSetting:
     """pydantic's errors as one InvalidSetting: each setting, its OFFLOAD_* variable, and the value."""
     problems = []
@@ -85,7 +104,8 @@ def _invalid(exc: ValidationError) -> InvalidSetting:
                else f"OFFLOAD_{loc[0].upper()}" if loc else "")
         message = error["msg"].removeprefix("Value error, ")
         got = f" (got {error['input']!r})" if loc and not isinstance(error["input"], dict) else ""
-        problems.append(f"{name}{f' ({env})' if env else ''}: {message}{got}" if name else message)
+        hint = _HINTS.get(loc[0], "") if loc else ""
+        problems.append(f"{name}{f' ({env})' if env else ''}: {message}{got}{hint}" if name else message)
     path = config_file()
     where = f"; the config file read is {path}" if path else ""
     return InvalidSetting(f"invalid setting — {'; '.join(problems)}{where}")
@@ -112,14 +132,23 @@ class _ToolLimitEnv(PydanticBaseSettingsSource):
 class Settings(BaseSettings):
     """Everything offload can be told. Each field: OFFLOAD_<NAME> in the environment, or the config file."""
 
-    model_config = SettingsConfigDict(env_prefix="OFFLOAD_", extra="ignore", validate_default=True)
+    # OFFLOAD_TTL_DAYS=none (or OFFLOAD_QUOTA_BYTES=none): no TTL, no quota
+    model_config = SettingsConfigDict(env_prefix="OFFLOAD_", extra="ignore", validate_default=True,
+                                      env_parse_none_str="none")
 
     def __init__(self, **values: Any) -> None:
         # built directly or through load_settings, a value that cannot work is the same InvalidSetting
+        _check_config_file()
         try:
             super().__init__(**values)
         except ValidationError as exc:
             raise _invalid(exc) from None
+        except SettingsError as exc:  # a variable holding JSON (OFFLOAD_LIMITS) that is not JSON
+            raise InvalidSetting(f"invalid setting — {exc}{_cause(exc)}: a setting that is a table is JSON in "
+                                 "the environment, e.g. OFFLOAD_LIMITS='{\"grep\": 6000}' (or "
+                                 "OFFLOAD_LIMIT_GREP=6000)") from None
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError, OSError) as exc:
+            raise InvalidSetting(f"the config file {config_file()} cannot be read: {exc}") from None
 
     url: str | None = Field(None, description="Store URL (sqlite:///…, duckdb:///…, postgresql://…) or a file path.")
     namespace: str = Field("", description="Isolation boundary: a tenant, user or team; sees only its artifacts.")
@@ -132,13 +161,16 @@ class Settings(BaseSettings):
     window_share: float = Field(0.30, gt=0, le=1, description="No single result takes more than this share of the window.")
     slice_tokens: int = Field(4000, ge=MIN_PAGE, description="Budget of one fetch_slice page.")
     query_tokens: int = Field(4000, ge=MIN_PAGE, description="Budget of an inline query result; larger ones are stored.")
-    ttl_days: float | None = Field(7.0, description="Artifacts expire after this many days (None: never).")
-    quota_bytes: int | None = Field(10 * 1024**3, description="Store size quota; gc evicts least recently used above it.")
-    busy_timeout: float = Field(30.0, description="Seconds to wait for a busy store (a SQLite write lock, a PostgreSQL "
+    ttl_days: float | None = Field(7.0, gt=0, le=36_500, allow_inf_nan=False,
+                                   description="Artifacts expire after this many days (None, or none in the "
+                                               "environment: never).")
+    quota_bytes: int | None = Field(10 * 1024**3, gt=0, description="Store size quota; gc evicts least recently used "
+                                                                      "above it (None: no quota).")
+    busy_timeout: float = Field(30.0, ge=0, le=86_400, allow_inf_nan=False, description="Seconds to wait for a busy store (a SQLite write lock, a PostgreSQL "
                                 "row, table or advisory lock, a PostgreSQL connection) before failing open.")
     tokenizer: str | None = Field(None, description="A real tokenizer for counts (o200k_base, cl100k_base; needs bpe-openai).")
     cache_bytes: int = Field(512 * 1024**2, description="Memory bound of the parsed-document cache for queries.")
-    query_timeout: float = Field(5.0, description="Seconds a grep or SQL query may run, reading its result included.")
+    query_timeout: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False, description="Seconds a grep or SQL query may run, reading its result included.")
     query_result_bytes: int = Field(64 * 1024**2, ge=1024**2,
                                     description="Largest SQL result a query stores as a derived artifact; a bigger "
                                                 "one is refused with what to do, and its rows never pile up in memory.")

@@ -330,6 +330,20 @@ def test_a_reference_fits_the_smallest_limit_allowed(sqlite_url, real_count, too
     ({}, {"OFFLOAD_REFERENCE_TOKENS": "50"}, r"reference_tokens \(OFFLOAD_REFERENCE_TOKENS\): .*200 \(got '50'\)"),
     ({"slice_tokens": 150}, {}, r"slice_tokens \(OFFLOAD_SLICE_TOKENS\): .*greater than or equal to 400 \(got 150\)"),
     ({}, {"OFFLOAD_QUERY_TOKENS": "100"}, r"query_tokens \(OFFLOAD_QUERY_TOKENS\): .*to 400 \(got '100'\)"),
+    # each of these was a traceback, or every tool call failing open, or silently taken
+    ({}, {"OFFLOAD_TTL_DAYS": "1e9"}, r"ttl_days \(OFFLOAD_TTL_DAYS\): .*less than or equal to 36500"),
+    ({}, {"OFFLOAD_TTL_DAYS": "inf"}, r"ttl_days .*finite number"),
+    ({"ttl_days": float("nan")}, {}, r"ttl_days .*finite number"),
+    ({}, {"OFFLOAD_TTL_DAYS": "-1"}, r"ttl_days .*greater than 0 .*none \(None in code\) keeps artifacts"),
+    ({"ttl_days": 0}, {}, r"ttl_days .*greater than 0"),  # it meant "never", silently
+    ({}, {"OFFLOAD_BUSY_TIMEOUT": "nan"}, r"busy_timeout \(OFFLOAD_BUSY_TIMEOUT\): .*finite number"),
+    ({}, {"OFFLOAD_QUOTA_BYTES": "-1"}, r"quota_bytes .*greater than 0 .*sets no quota"),
+    ({"query_timeout": 0}, {}, r"query_timeout .*greater than 0"),
+    ({}, {"OFFLOAD_LIMITS": "garbage"}, r"\"limits\" .*is JSON in the environment, e\.g\. OFFLOAD_LIMITS="),
+    ({}, {"OFFLOAD_TOKENIZER": "nosuch"}, r"tokenizer \(OFFLOAD_TOKENIZER\) 'nosuch': unknown encoding"),
+    ({}, {"OFFLOAD_TOKENIZER": "gpt2"}, r"'gpt2': .*o200k_base and cl100k_base work offline"),
+    ({}, {"OFFLOAD_CONFIG": "/nonexistent/config.toml"}, r"OFFLOAD_CONFIG='/nonexistent/config.toml' is not there"),
+    ({}, {"OFFLOAD_CONFIG": "/"}, r"OFFLOAD_CONFIG='/' is a directory"),
 ])
 def test_a_setting_that_cannot_work_is_refused_naming_it(tmp_path, monkeypatch, settings, env, says):
     """A limit below what a reference takes was accepted, and every result over it came back as a
@@ -340,6 +354,22 @@ def test_a_setting_that_cannot_work_is_refused_naming_it(tmp_path, monkeypatch, 
     with pytest.raises(InvalidSetting, match=says):
         Offloader(f"sqlite:///{tmp_path / 's.db'}", **settings)
     assert not (tmp_path / "s.db").exists()
+
+
+def test_a_config_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
+    for name, content in (("broken.toml", b"limits = {grep = "), ("latin1.toml", b"\xff\xfe")):
+        path = tmp_path / name
+        path.write_bytes(content)
+        monkeypatch.setenv("OFFLOAD_CONFIG", str(path))
+        with pytest.raises(InvalidSetting, match=f"the config file {re.escape(str(path))} cannot be read: "):
+            Offloader(f"sqlite:///{tmp_path / 's.db'}")
+    monkeypatch.delenv("OFFLOAD_CONFIG")
+    for variable in ("OFFLOAD_TTL_DAYS", "OFFLOAD_QUOTA_BYTES"):  # none: no TTL, no quota
+        monkeypatch.setenv(variable, "none")
+    off = Offloader(f"sqlite:///{tmp_path / 's.db'}")
+    assert off.settings.ttl_days is None and off.settings.quota_bytes is None
+    ref = off.put("x\n" * 10, tool="read")
+    assert off.get(ref.artifact_id)["expires_at"] is None
 
 
 def test_settings_built_directly_refuse_the_same_way(monkeypatch):
