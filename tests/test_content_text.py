@@ -124,6 +124,23 @@ def test_grep_lines_are_capped_by_max_lines(grep_output):
     assert o200k(preview.text) <= 20_000
 
 
+def test_grep_counts_stay_exact_for_sorted_output_of_timestamped_lines():
+    """`grep -rn ERROR logs | sort` puts line 1002 before 102, so no file's numbers rise; cutting each
+    line at its time's `:42:` made every line a file that rises for want of a second line: 1,998 files
+    of one match. A timestamp in a file name (`10:12:00.log`) is still read whole when unsorted."""
+    sorted_lines = sorted(f"logs/app{n}.log:{i}:2026-12-06 11:{i % 60:02d}:07 ERROR request {i} failed"
+                          for n in range(3) for i in range(3, 2001, 3))
+    named = [f"logs/2026-12-06T10:{n:02d}:00.log:{i}: ERROR {i}" for n in range(5) for i in range(1, 400, 7)]
+    for lines in (sorted_lines, named):
+        data = ("\n".join(lines) + "\n").encode()
+        preview = build_preview(detect(data, tool="grep"), data, 400, o200k)
+        truth = Counter(line.rsplit(":", 2)[0] if line in named else line.split(":", 1)[0] for line in lines)
+        assert preview.extra["files"] == len(truth), preview.extra["files"]
+        assert dict(preview.extra["matches_per_file"]) == {path: n for path, n in truth.items()
+                                                           if path in preview.extra["matches_per_file"]}
+        assert preview.extra["matches"] == len(lines)
+
+
 def test_grep_counts_stay_exact_when_files_take_turns_line_by_line():
     """Output whose files alternate every line (no runs to gallop over) switches to one regular-expression
     pass after the first runs; the counts must be the same as line by line, whatever comes before."""

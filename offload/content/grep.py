@@ -161,20 +161,27 @@ def _may_rise(data: bytes, path: bytes, start: int, end: int, prefixed: int) -> 
 def _rising_paths(lines: list[bytes]) -> Counter:
     """Match lines per file where a path may hold `:digits:`: of the places in each line where a
     `:line:` may follow the path (the first, the second, …), the first that makes each file's line
-    numbers rise from one line to the next is taken; when none does, the first (grep's own reading
-    of an ordinary path)."""
+    numbers rise from one line to the next is taken, if some file has two lines in a row; when none
+    does, the first (grep's own reading of an ordinary path). A reading that makes every line a file
+    of its own rises for want of any two lines to compare: sorted output of timestamped lines, cut at
+    the time's `:42:`, was 1,998 files of one match each instead of 3 files."""
     numbered = []
     for line in lines:
         places = [(found.start(), int(found.group(1))) for found in _NUMBERED_AT.finditer(line) if found.start()]
         if places:
             numbered.append((line, places))
-    choices = max((len(places) for _, places in numbered), default=0)
-    for choice in list(range(choices)) + [0]:
-        read = [(line[: places[min(choice, len(places) - 1)][0]], places[min(choice, len(places) - 1)][1])
+
+    def reading(choice: int) -> list[tuple[bytes, int]]:
+        return [(line[: places[min(choice, len(places) - 1)][0]], places[min(choice, len(places) - 1)][1])
                 for line, places in numbered]
-        if all(number < following for (path, number), (next_path, following) in pairwise(read) if path == next_path):
-            break
-    return Counter(path for path, _ in read)
+
+    for choice in range(max((len(places) for _, places in numbered), default=0)):
+        read = reading(choice)
+        same_file = [(number, following) for (path, number), (next_path, following) in pairwise(read)
+                     if path == next_path]
+        if same_file and all(number < following for number, following in same_file):
+            return Counter(path for path, _ in read)
+    return Counter(path for path, _ in reading(0))
 
 
 def _run_end(data: bytes, start: int, prefix: bytes) -> int:
