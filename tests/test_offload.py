@@ -998,6 +998,19 @@ def test_a_tool_name_or_session_holding_nul_or_a_lone_surrogate_is_stored_on_eve
         assert {r["id"] for r in off.list()[0]} == {ref.artifact_id, other}
 
 
+def test_long_tool_names_sessions_and_namespaces_are_stored_on_every_backend(store_url):
+    """PostgreSQL enforced the VARCHAR(200) of 0001 (the others do not): such a result was not stored
+    there, and was on SQLite and DuckDB. Migration 0003 makes them TEXT."""
+    body = "".join(f"line {i} of output\n" for i in range(20_000))
+    with Offloader(store_url, namespace="n" * 300) as off:
+        ref = off.process("t" * 300, body, session="s" * 300)
+        assert ref.stored, ref.error
+        row = off.get(ref.artifact_id)
+        assert (row["tool"], row["session"], row["namespace"]) == ("t" * 300, "s" * 300, "n" * 300)
+        off.fetch_slice(ref.artifact_id, session="s" * 300)
+        assert off.extracts()[0]["session"] == "s" * 300
+
+
 def test_args_with_a_lone_surrogate_leave_the_store_listable(sqlite_url):
     """The args column holds the escape (orjson refuses to read it): one such call made ls, show, rm and
     pin fail for the whole store."""

@@ -61,9 +61,9 @@ artifacts = Table(
     "artifacts",
     metadata,
     Column("id", String(40), primary_key=True),
-    Column("namespace", String(200), nullable=False),
-    Column("session", String(200)),
-    Column("tool", String(200), nullable=False),
+    Column("namespace", Text, nullable=False),
+    Column("session", Text),
+    Column("tool", Text, nullable=False),
     Column("args", Text),  # JSON
     Column("kind", String(16), nullable=False),
     Column("content_type", String(120), nullable=False),
@@ -93,8 +93,8 @@ extracts = Table(
     metadata,
     Column("id", String(40), primary_key=True),
     Column("artifact_id", String(40), nullable=False),
-    Column("namespace", String(200), nullable=False),
-    Column("session", String(200)),
+    Column("namespace", Text, nullable=False),
+    Column("session", Text),
     Column("op", String(16), nullable=False),  # slice | jmespath | grep | sql
     Column("expression", Text),
     Column("args", Text, nullable=False),  # JSON of the full call
