@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+import os
 import sys
 from pathlib import Path
 from typing import Any, Optional
@@ -25,6 +26,9 @@ class _Commands(typer.core.TyperGroup):
             return super().invoke(ctx)
         except OffloadError as exc:
             _fail(exc)
+        except BrokenPipeError:  # `offload cat ID | head`: the reader has what it wanted
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # nothing more at exit either
+            raise typer.Exit(1) from None
         except OSError as exc:  # the machine said no (a path that cannot be a store, a full disk): no traceback
             typer.echo(f"error: {exc}", err=True)
             raise typer.Exit(2)
@@ -205,7 +209,8 @@ def rm(artifact_ids: list[str] = typer.Argument(..., help="Ids to delete.")) -> 
 
 
 def _check_all_exist(artifact_ids: list[str]) -> None:
-    """All or nothing: an unknown id fails before any artifact is changed."""
+    """All or nothing: an unknown id fails before any artifact is changed; one given twice is done once."""
+    artifact_ids[:] = dict.fromkeys(artifact_ids)
     for artifact_id in artifact_ids:
         state.off.get(artifact_id)
 

@@ -53,6 +53,11 @@ def _n(value: int | None) -> str:
     return f"{value:,}" if value is not None else "?"
 
 
+def _of(value: int | None, noun: str) -> str:
+    """`1 byte`, `2 bytes`: a count and its noun."""
+    return f"{_n(value)} {noun}{'' if value == 1 else 's'}"
+
+
 @dataclass
 class Reference:
     artifact_id: str | None
@@ -161,11 +166,11 @@ class Reference:
         if self.tokens_sampled:
             tokens = f"about {_n(self.tokens)} tokens (estimated from a sample)"
         else:
-            tokens = f"{_n(self.tokens)} tokens" + ("" if self.tokens_exact else " (estimate)")
+            tokens = _of(self.tokens, "token") + ("" if self.tokens_exact else " (estimate)")
         if self.kind == "binary":
-            size = f"{_n(self.bytes)} bytes, {self.content_type}, sha256 {self.sha256[:16]}…"
+            size = f"{_of(self.bytes, 'byte')}, {self.content_type}, sha256 {self.sha256[:16]}…"
         else:
-            size = f"{_n(self.bytes)} bytes, {_n(self.lines)} line{'' if self.lines == 1 else 's'}, {_n(self.chars)} chars"
+            size = f"{_of(self.bytes, 'byte')}, {_of(self.lines, 'line')}, {_of(self.chars, 'char')}"
             if self.items is not None:
                 size += f", {_n(self.items)} {'entries' if self.entries else 'items'}" + (
                     f" at `{self.items_path}`" if self.items_path else "")
@@ -181,8 +186,9 @@ class Reference:
             lines = [f"[offload] The result of {self._named()} was too large for the context ({label}: {size}) and "
                      f"could NOT be stored ({self.error}). Only the preview below reaches you; the rest is not "
                      "retrievable. Re-run the tool with narrower arguments if you need more."]
-        else:  # `put` stores what fits too: only a result the preview cannot hold was too large
-            why = " was too large for the context and" if self.truncated else ""
+        else:  # `put` stores what fits too: only a result bigger than the preview that could not hold it
+            too_large = self.truncated and self.bytes > len(self.preview.encode("utf-8", "surrogatepass"))
+            why = " was too large for the context and" if too_large else ""
             lines = [f"[offload] The result of {self._named()}{why} was stored whole as {self.artifact_id} "
                      f"({label}: {size})."]
         if self.same_as and self.stored:

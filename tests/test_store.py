@@ -523,6 +523,14 @@ def test_store_files_are_owner_only(tmp_path):
     dstore = _store(durl)
     assert stat.S_IMODE(os.stat(tmp_path / "d" / "store.duckdb").st_mode) == 0o600
     dstore.engine.dispose()
+    # opening takes group's and others' access away and nothing from the owner: a store the owner made
+    # read-only stays so (every open made it 0600, writable)
+    path = tmp_path / "sub" / "store.db"
+    for given, kept in ((0o644, 0o600), (0o444, 0o400), (0o400, 0o400)):
+        os.chmod(path, given)
+        _store(url).engine.dispose()
+        assert stat.S_IMODE(os.stat(path).st_mode) == kept, oct(given)
+    os.chmod(path, 0o600)
 
 
 @pytest.mark.parametrize("scheme, kind", [("sqlite", "SQLite"), ("duckdb", "DuckDB")])

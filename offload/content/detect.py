@@ -213,7 +213,7 @@ def detect(data: bytes, tool: str | None = None, *, bad_bytes: int | None = None
         notes.append(_nul_note(data))
     if data.isspace():
         line_breaks = data.count(b"\n")
-        notes.append(f"only whitespace ({line_breaks:,} line breaks)")
+        notes.append(f"only whitespace ({line_breaks:,} line break{'' if line_breaks == 1 else 's'})")
         return Detected("text", "text/plain", notes=notes, **facts)
 
     start = _LEADING_WS.match(data, len(_BOM) if data.startswith(_BOM) else 0).end()

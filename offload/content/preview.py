@@ -53,9 +53,10 @@ def build_preview(detected: Detected, data: bytes, budget: int, count: Callable[
     elif detected.kind == "binary":
         preview = _binary(detected, data)
     elif data.isspace():
-        lines = detected.lines
-        preview = Preview(f"[only whitespace: {lines:,} lines, {len(data):,} bytes]", True,
-                          f"all {len(data):,} bytes ({lines:,} lines) of whitespace not shown", extra={"lines": lines})
+        lines, size = detected.lines, len(data)
+        counted = f"{lines:,} line{'' if lines == 1 else 's'}, {size:,} byte{'' if size == 1 else 's'}"
+        preview = Preview(f"[only whitespace: {counted}]", True, f"all of it ({counted}) whitespace, not shown",
+                          extra={"lines": lines})
     elif detected.kind == "json" and isinstance(detected.doc, (dict, list)):
         preview = _json(detected, data, budget, count)
     elif detected.kind == "ndjson" and isinstance(detected.doc, list):

@@ -80,14 +80,22 @@ def _prepare_file(path: Path) -> None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
     if not path.exists():
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    os.chmod(path, 0o600)
+    _owner_only(path)
+
+
+def _owner_only(path: Path) -> None:
+    """Take group's and others' access away, and nothing from the owner: a store its owner made
+    read-only (0444) stays read-only (it was made 0600, writable, at every open)."""
+    mode = path.stat().st_mode & 0o777
+    if mode & 0o077:
+        os.chmod(path, mode & 0o700)
 
 
 def _restrict_sidecars(path: Path) -> None:
     for suffix in ("-wal", "-shm", ".wal", "-journal"):
         side = path.with_name(path.name + suffix)
         if side.exists():
-            os.chmod(side, 0o600)
+            _owner_only(side)
 
 
 def _prepare_path(backend: str, path: Path | None) -> None:
@@ -135,7 +143,7 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
         raise _open_error(url, path, exc) from exc
     if path is not None:
         if path.exists():
-            os.chmod(path, 0o600)
+            _owner_only(path)
         _restrict_sidecars(path)
     return engine
 
