@@ -66,9 +66,10 @@ def config_file() -> Path | None:
 
 
 def _check_config_file() -> None:
-    """OFFLOAD_CONFIG names a file that must be there: a path to nothing was read as no config at all."""
+    """OFFLOAD_CONFIG names a file that must be there: a path to nothing was read as no config at all
+    (/dev/null is an empty one: defaults only)."""
     explicit = os.environ.get("OFFLOAD_CONFIG")
-    if explicit and not Path(explicit).is_file():
+    if explicit and (not Path(explicit).exists() or Path(explicit).is_dir()):
         what = "a directory" if Path(explicit).is_dir() else "not there"
         raise InvalidSetting(f"OFFLOAD_CONFIG={explicit!r} is {what}: give the path of a TOML file, or unset "
                              "it to use the project's or the user's config.toml")

@@ -363,6 +363,8 @@ def test_a_config_file_that_cannot_be_read_is_named(tmp_path, monkeypatch):
         monkeypatch.setenv("OFFLOAD_CONFIG", str(path))
         with pytest.raises(InvalidSetting, match=f"the config file {re.escape(str(path))} cannot be read: "):
             Offloader(f"sqlite:///{tmp_path / 's.db'}")
+    monkeypatch.setenv("OFFLOAD_CONFIG", os.devnull)  # an empty config: the defaults
+    assert Offloader(f"sqlite:///{tmp_path / 's.db'}").settings.ttl_days == 7
     monkeypatch.delenv("OFFLOAD_CONFIG")
     for variable in ("OFFLOAD_TTL_DAYS", "OFFLOAD_QUOTA_BYTES"):  # none: no TTL, no quota
         monkeypatch.setenv(variable, "none")
