@@ -99,7 +99,8 @@ class _StdinLines:
     """stdin's lines for the SDK's stdio transport, as far as it can read them. A line it cannot read
     (not UTF-8, not JSON, JSON holding a lone surrogate escape, which pydantic refuses) it drops without
     an answer, so the client waits for one forever; such a line is answered here instead, with the error
-    a JSON-RPC peer expects and the request's id when the line has one (over HTTP the SDK answers -32700)."""
+    a JSON-RPC peer expects and the request's id when the line has one (over HTTP, `HttpGuard` does the
+    same for a request's body)."""
 
     def __init__(self, stdin: Any):
         import anyio
