@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import socket
 import subprocess
 import sys
@@ -121,9 +122,27 @@ def test_over_stdio_every_line_the_sdk_cannot_read_is_answered(sqlite_url):
              b'{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', b'{"jsonrpc": "2.0", "id": null, "method": "ping"}',
              b'{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', b'{"jsonrpc": "2.0", "id": 5}',
              b'{"jsonrpc": "2.0", "id": 2, "method": "tools/list"}']
-    done = subprocess.run([sys.executable, "-m", "offload", "mcp"], input=b"\n".join(lines) + b"\n",
-                          capture_output=True, timeout=120, env={**os.environ, "OFFLOAD_URL": sqlite_url})
-    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    # stdin stays open until the last answer is in, as a client keeps it (at end of input the SDK may
+    # stop before it answers a request still being handled)
+    server = subprocess.Popen([sys.executable, "-m", "offload", "mcp"], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                              env={**os.environ, "OFFLOAD_URL": sqlite_url})
+    answers = []
+    try:
+        server.stdin.write(b"\n".join(lines) + b"\n")
+        server.stdin.flush()
+        deadline, pending = time.monotonic() + 120, b""
+        while not answers or answers[-1].get("id") != 2:
+            ready, _, _ = select.select([server.stdout], [], [], max(0.0, deadline - time.monotonic()))
+            assert ready, f"no answer to tools/list within 120 s; got {answers}"
+            data = os.read(server.stdout.fileno(), 1 << 16)  # the pipe itself: no buffer select cannot see
+            assert data, f"the server ended before answering tools/list; got {answers}"
+            *complete, pending = (pending + data).split(b"\n")
+            answers += [json.loads(line) for line in complete if line.strip()]
+    finally:
+        server.stdin.close()
+        server.wait(timeout=60)
+        server.stdout.close()
     assert [(a["id"], a.get("error", {}).get("code")) for a in answers] == [
         (0, None), (1, -32602), (None, -32700), (None, -32700), (None, -32600), ("seven", -32600),
         (None, -32600), (None, -32600), (None, -32600), (5, -32600), (2, None)]
