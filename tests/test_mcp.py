@@ -151,6 +151,22 @@ def test_over_stdio_every_line_the_sdk_cannot_read_is_answered(sqlite_url):
     assert sorted(tool["name"] for tool in answers[-1]["result"]["tools"]) == ["fetch_slice", "query_artifact"]
 
 
+def test_over_stdio_requests_sent_just_before_the_end_of_input_are_answered(sqlite_url):
+    """The SDK stops serving at the end of input, answered or not: `printf REQUESTS | offload mcp` lost
+    the answers still being worked on (every run, with three tools/list requests)."""
+    init = {"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+    lines = [json.dumps(init).encode(), b'{"jsonrpc": "2.0", "method": "notifications/initialized"}']
+    lines += [b'{"jsonrpc": "2.0", "id": %d, "method": "tools/list"}' % i for i in range(1, 6)]
+    lines += [b'{"jsonrpc": "2.0", "id": "q", "method": "tools/call", "params": {"name": "fetch_slice", '
+              b'"arguments": {"artifact_id": "art_nope"}}}']
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-m", "offload", "mcp"], input=b"\n".join(lines) + b"\n",
+                              capture_output=True, timeout=120, env={**os.environ, "OFFLOAD_URL": sqlite_url})
+        assert sorted(str(json.loads(line)["id"]) for line in done.stdout.splitlines()) == [
+            "0", "1", "2", "3", "4", "5", "q"], done.stdout
+
+
 # -- over streamable HTTP ---------------------------------------------------------------------------
 
 

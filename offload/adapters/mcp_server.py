@@ -92,7 +92,29 @@ async def _serve_stdio(server: "Server", stdin: Any = None) -> None:
     lines = _StdinLines(stdin if stdin is not None else sys.stdin.buffer)
     async with stdio_server(stdin=lines) as (read, write):
         lines.answer_with(write)
-        await server.run(read, write, server.create_initialization_options())
+        await server.run(read, _Answering(write, lines), server.create_initialization_options())
+
+
+class _Answering:
+    """The server's write stream, telling `_StdinLines` which requests have their answer."""
+
+    def __init__(self, stream: Any, lines: "_StdinLines"):
+        self._stream, self._lines = stream, lines
+
+    async def send(self, item: Any) -> None:
+        await self._stream.send(item)
+        if hasattr(item.message, "id") and not hasattr(item.message, "method"):  # a response or an error
+            self._lines.awaiting.discard(item.message.id)
+
+    async def __aenter__(self) -> "_Answering":
+        await self._stream.__aenter__()
+        return self
+
+    async def __aexit__(self, *exc: Any) -> Any:
+        return await self._stream.__aexit__(*exc)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
 
 
 class _StdinLines:
@@ -108,6 +130,7 @@ class _StdinLines:
         self._stdin = anyio.wrap_file(stdin)
         self._write: Any = None
         self._ready = anyio.Event()
+        self.awaiting: set[Any] = set()  # ids of requests handed on and not answered yet
 
     def answer_with(self, write: Any) -> None:
         self._write = write
@@ -119,15 +142,30 @@ class _StdinLines:
     async def _lines(self):
         from mcp.shared.message import SessionMessage
 
+        import anyio
+
         async for raw in self._stdin:
             if not raw.strip():
                 continue
             readable, answer = unreadable_line(raw)
             if readable is not None:
+                message = json.loads(readable)
+                if isinstance(message, dict) and "method" in message and "id" in message:
+                    self.awaiting.add(message["id"])
+                elif isinstance(message, dict) and message.get("method") == "notifications/cancelled":
+                    self.awaiting.discard((message.get("params") or {}).get("requestId"))  # gets no answer
                 yield readable
             elif answer is not None:
                 await self._ready.wait()
                 await self._write.send(SessionMessage(answer))
+        # At the end of input the SDK stops serving, answered or not: `echo request | offload mcp` got
+        # nothing. The input ends once every request handed on has its answer (or after _LAST_ANSWERS).
+        with anyio.move_on_after(_LAST_ANSWERS):
+            while self.awaiting:
+                await anyio.sleep(0.01)
+
+
+_LAST_ANSWERS = 600.0  # seconds the requests still being handled at the end of input may take
 
 
 def unreadable_line(raw: bytes, over: str = "stdio") -> tuple[str | None, Any]:
