@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import shlex
 import os
+import shlex
 import sys
 from pathlib import Path
 from typing import Any, Optional

@@ -167,11 +167,13 @@ class Settings(BaseSettings):
                                                "environment: never).")
     quota_bytes: int | None = Field(10 * 1024**3, gt=0, description="Store size quota; gc evicts least recently used "
                                                                       "above it (None: no quota).")
-    busy_timeout: float = Field(30.0, ge=0, le=86_400, allow_inf_nan=False, description="Seconds to wait for a busy store (a SQLite write lock, a PostgreSQL "
-                                "row, table or advisory lock, a PostgreSQL connection) before failing open.")
+    busy_timeout: float = Field(30.0, ge=0, le=86_400, allow_inf_nan=False,
+                                description="Seconds to wait for a busy store (a SQLite write lock, a PostgreSQL "
+                                            "row, table or advisory lock, a PostgreSQL connection) before failing open.")
     tokenizer: str | None = Field(None, description="A real tokenizer for counts (o200k_base, cl100k_base; needs bpe-openai).")
     cache_bytes: int = Field(512 * 1024**2, description="Memory bound of the parsed-document cache for queries.")
-    query_timeout: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False, description="Seconds a grep or SQL query may run, reading its result included.")
+    query_timeout: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False,
+                                 description="Seconds a grep or SQL query may run, reading its result included.")
     query_result_bytes: int = Field(64 * 1024**2, ge=1024**2,
                                     description="Largest SQL result a query stores as a derived artifact; a bigger "
                                                 "one is refused with what to do, and its rows never pile up in memory.")
