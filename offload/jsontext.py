@@ -159,8 +159,8 @@ def _scalar(value: Any, string: Callable[[str], str]) -> str | None:
 
 # A value's sharing is looked for among its first _PROBE containers, visited widest first, and among the
 # first and last _ENDS children of each: a result built of repeated references (JMESPath's
-# `[@, @] | [@, @] | …`: 78 characters wrote 73 MB, a few more more than the machine holds) repeats them
-# near its top. A value whose containers are distinct there holds its own weight: its JSON text is
+# `[@, @] | [@, @] | …`: 78 characters wrote 73 MB, a few stages more took more memory than the machine
+# has) repeats them near its top. A value whose containers are distinct there holds its own weight: its JSON text is
 # about what it already takes in memory. (One built to hide a repeat past that can still be big: see
 # the README on untrusted callers.)
 _PROBE, _ENDS = 4096, 64

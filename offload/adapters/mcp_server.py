@@ -102,8 +102,10 @@ class _Answering:
         self._stream, self._lines = stream, lines
 
     async def send(self, item: Any) -> None:
+        from mcp import types
+
         await self._stream.send(item)
-        if hasattr(item.message, "id") and not hasattr(item.message, "method"):  # a response or an error
+        if isinstance(item.message, (types.JSONRPCResponse, types.JSONRPCError)):
             self._lines.awaiting.discard(item.message.id)
 
     async def __aenter__(self) -> "_Answering":

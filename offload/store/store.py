@@ -15,15 +15,15 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
-import numpy as np
 import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
 from ..errors import ArtifactExpired, ArtifactNotFound, ContentMismatch, InvalidArgument, QuotaExceeded, StoreError
-from .chunking import CHUNK_SIZE, ITEMS_PER_BLOCK, Chunk, ItemIndex, chunk_stream, count_lines, unpack_block
+from .chunking import CHUNK_SIZE, Chunk, ItemIndex, chunk_stream, count_lines
 from .engines import wal_checkpointer
 from .models import artifacts, chunks, contents, extracts, item_blocks
+from .reading import ContentReading
 from .records import ContentInfo, GcReport, column_text, new_id, utcnow
 from .retention import ACTIVE, collect, drop_orphans, end_artifacts, gc_lock, not_beside_gc, total_bytes
 
@@ -49,7 +49,7 @@ _INSERT_ARTIFACT, _INSERT_CHUNKS, _INSERT_BLOCKS, _INSERT_CONTENT = (
     table.insert() for table in (artifacts, chunks, item_blocks, contents))
 
 
-class Store:
+class Store(ContentReading):
     """One database holding artifacts, their content and the extract log."""
 
     def __init__(self, engine: Engine, *, quota_bytes: int | None = None):
@@ -385,84 +385,6 @@ class Store:
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
 
-    # -- reading content --------------------------------------------------------------------
-
-    def chunk_at(self, sha256: str, unit: str, position: int) -> int:
-        """Sequence number of the chunk holding `position` (bytes, chars, or a line number)."""
-        column = {"bytes": chunks.c.byte_start, "chars": chunks.c.char_start, "lines": chunks.c.line_start}[unit]
-        with self._read() as conn:
-            seq = conn.execute(sa.select(sa.func.max(chunks.c.seq)).where(
-                chunks.c.sha256 == sha256, column <= position)).scalar_one()
-        return int(seq or 0)
-
-    def chunk_meta(self, sha256: str, first: int, last: int) -> list[dict[str, int]]:
-        c = chunks.c
-        with self._read() as conn:
-            rows = conn.execute(sa.select(c.seq, c.byte_start, c.char_start, c.line_start).where(
-                c.sha256 == sha256, c.seq >= first, c.seq <= last).order_by(c.seq)).mappings()
-            return [dict(r) for r in rows]
-
-    def iter_chunks(self, sha256: str, first_seq: int = 0, last_seq: int | None = None
-                    ) -> Iterator[tuple[dict[str, int], bytes]]:
-        """Chunks from `first_seq` on (to the last, or to `last_seq`, each of which must be there), one
-        query each, so memory stays at one chunk."""
-        c = chunks.c
-        seq = first_seq
-        while last_seq is None or seq <= last_seq:
-            with self._read() as conn:
-                row = conn.execute(sa.select(c.seq, c.byte_start, c.char_start, c.line_start, c.data).where(
-                    c.sha256 == sha256, c.seq == seq)).mappings().first()
-            if row is None:
-                if last_seq is not None:
-                    raise _cut_short(sha256, f"chunk {seq:,} of {first_seq:,}-{last_seq:,} is missing")
-                return
-            meta = {k: row[k] for k in ("seq", "byte_start", "char_start", "line_start")}
-            yield meta, bytes(row["data"])
-            seq += 1
-
-    def read_range(self, sha256: str, start: int, end: int) -> bytes:
-        """Bytes [start, end) read from the chunks that hold them only."""
-        return b"".join(self.iter_range(sha256, start, end))
-
-    def iter_range(self, sha256: str, start: int, end: int) -> Iterator[bytes]:
-        """Bytes [start, end), a chunk's worth at a time, from the chunks that hold them only."""
-        if end <= start:
-            return
-        first = self.chunk_at(sha256, "bytes", start)
-        last = self.chunk_at(sha256, "bytes", end - 1)
-        for meta, data in self.iter_chunks(sha256, first, last):
-            lo = max(start - meta["byte_start"], 0)
-            hi = min(end - meta["byte_start"], len(data))
-            yield data[lo:hi]
-
-    def iter_bytes(self, sha256: str) -> Iterator[bytes]:
-        """The content's bytes, a chunk at a time, every one of them: a content deleted while it is read,
-        or missing a chunk, raises StoreError where it stops (a short read ended as if it were whole)."""
-        size = self.content(sha256).bytes
-        done = 0
-        for meta, data in self.iter_chunks(sha256):
-            if meta["byte_start"] != done:
-                break
-            done += len(data)
-            yield data
-        if done != size:
-            raise _cut_short(sha256, f"it ended after {done:,} of its {size:,} bytes")
-
-    def item_ranges(self, sha256: str, first: int, last: int) -> list[tuple[int, int]]:
-        """(start, end) byte ranges of items first..last-1 from the stored item index."""
-        if last <= first:
-            return []
-        b0, b1 = first // ITEMS_PER_BLOCK, (last - 1) // ITEMS_PER_BLOCK
-        with self._read() as conn:
-            rows = conn.execute(sa.select(item_blocks.c.block, item_blocks.c.data).where(
-                item_blocks.c.sha256 == sha256, item_blocks.c.block >= b0, item_blocks.c.block <= b1
-            ).order_by(item_blocks.c.block)).all()
-        if not rows:
-            raise StoreError(f"the item index of {sha256} is missing")
-        pairs = np.concatenate([unpack_block(bytes(r.data)) for r in rows])
-        offset = first - b0 * ITEMS_PER_BLOCK
-        return [(int(a), int(b)) for a, b in pairs[offset : offset + (last - first)].tolist()]
-
     # -- changing artifacts -----------------------------------------------------------------
 
     def set_pinned(self, artifact_id: str, namespace: str, pinned: bool) -> None:
@@ -573,12 +495,6 @@ class Store:
             query = query.limit(limit)
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
-
-
-def _cut_short(sha256: str, how: str) -> StoreError:
-    return StoreError(f"the stored content {sha256[:16]}… could not be read whole: {how}. The artifact was "
-                      "deleted or evicted while it was read, or its content is damaged (`offload verify` "
-                      "checks every content).")
 
 
 def _live() -> sa.ColumnElement[bool]:
