@@ -443,3 +443,28 @@ def test_shell_kind_from_the_caller_gets_the_text_preview(log_with_traceback):
     found.kind = "shell"
     preview = build_preview(found, log_with_traceback, 300, o200k)
     assert preview.text.endswith("Process finished with exit code 1") and o200k(preview.text) <= 300
+
+
+def test_tail_matters_in_parts_finds_what_the_whole_expression_finds():
+    """`tail_matters` searches ASCII tails part by part; it must agree with `_TAIL_MATTERS` itself on
+    endings of every sort, on source code (brackets, "result", "test" in every other line) and on
+    windows of 20 lines of real stdlib files, with the keywords in any case."""
+    from offload.content.lines import _TAIL_MATTERS, tail_matters
+
+    endings = ["FAILED tests/test_x.py::test_y - AssertionError", "Traceback (most recent call last):",
+               "make: *** [all] Error 2", "Process exited with code 1", "3 passed, 1 skipped in 0.2s",
+               "  Total: 12", "results = 5", "BUILD SUCCESSFUL in 3s", "  },", "]", "ValueError: bad",
+               "EXIT STATUS 2", "Segmentation Fault (core dumped)", "killed", "panicked at src/main.rs",
+               "no errors here", "errorless", "exitcode", "result", "done.", "Done: 3", "10 tests", "x]"]
+    texts = [*endings, *(f"line one\n{e}\nline three" for e in endings)]
+    found = 0
+    for path in sorted(STDLIB.glob("*.py"))[:60]:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        texts += ["\n".join(lines[at:at + 20]) for at in range(0, len(lines), 37)]
+    for text in texts:
+        expected = _TAIL_MATTERS.search(text) is not None
+        found += expected
+        assert tail_matters(text) == expected, text
+        assert tail_matters(text.upper()) == (_TAIL_MATTERS.search(text.upper()) is not None), text
+    assert 100 < found < len(texts) - 100  # both answers are well represented
+    assert tail_matters("Ошибка\nTraceback (most recent call last):")  # non-ASCII: the whole expression
