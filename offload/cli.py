@@ -346,14 +346,25 @@ def _query_all(tool: str | None, since, kwargs: dict) -> None:
 
 @app.command()
 def extracts(artifact: Optional[str] = typer.Option(None, "--artifact", help="Only extracts of this artifact."),
-             since: Optional[str] = None, as_json: bool = typer.Option(False, "--json")) -> None:
-    """List the extract log: every slice and query, with its result hash. Example: offload extracts"""
-    rows = state.off.extracts(artifact_id=artifact, since=_since(since))
+             since: Optional[str] = None,
+             limit: Optional[int] = typer.Option(None, help="Rows per page (default: all of them)."),
+             cursor: Optional[str] = typer.Option(None, help="next_cursor from a previous page."),
+             as_json: bool = typer.Option(False, "--json")) -> None:
+    """List the extract log, oldest first: every slice and query, with its result hash.
+
+    Example: offload extracts --since 1d
+    """
+    if limit is None:
+        rows, next_cursor = state.off.extracts(artifact_id=artifact, since=_since(since), cursor=cursor), None
+    else:
+        rows, next_cursor = state.off.extracts_page(limit, cursor, artifact_id=artifact, since=_since(since))
     if as_json:
-        return _print_json({"items": rows})
+        return _print_json({"items": rows, "next_cursor": next_cursor})
     for r in rows:
         typer.echo(f"{r['id']}  {r['created_at'][:19]}  {r['artifact_id']}  {r['op']:<8} "
                    f"{(r['expression'] or '')[:60]!s:<60}  {r['result_bytes']:>10,} B  {r['duration_ms']:.1f} ms")
+    if next_cursor:
+        typer.echo(f"more: offload extracts --limit {limit} --cursor {next_cursor}")
 
 
 @app.command()

@@ -423,12 +423,14 @@ class Offloader:
             log.warning("could not log an extract of %s: %s", row["id"], exc)
 
     def extracts(self, **filters: Any) -> list[dict[str, Any]]:
-        rows = [{str(key): value for key, value in r.items()}
-                for r in self.store.list_extracts(self.namespace, **filters)]
-        for r in rows:
-            r["args"] = loads(r["args"])  # exactly, lone surrogates too (orjson refuses their escapes)
-            r["created_at"] = r["created_at"].isoformat() + "Z"
-        return rows
+        """The extract log, oldest first: `artifact_id`, `since`, `until`, `limit`, `cursor` filter it."""
+        return [_extract_row(r) for r in self.store.list_extracts(self.namespace, **filters)]
+
+    def extracts_page(self, limit: int = 200, cursor: str | None = None,
+                      **filters: Any) -> tuple[list[dict[str, Any]], str | None]:
+        """`limit` extracts, oldest first, and the cursor that continues after them (None at the end)."""
+        rows, next_cursor = self.store.page_extracts(self.namespace, limit=limit, cursor=cursor, **filters)
+        return [_extract_row(r) for r in rows], next_cursor
 
     def rerun(self, **filters: Any) -> list[dict[str, Any]]:
         """Re-execute logged extracts offline; each unchanged / changed / failed (see tools/rerun.py)."""
@@ -543,6 +545,13 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
             out[key] = out[key].isoformat() + "Z"
     return out
 
+
+def _extract_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An extract-log row as callers see it: its args decoded, its time in ISO 8601."""
+    out = {str(key): value for key, value in row.items()}
+    out["args"] = loads(out["args"])  # exactly, lone surrogates too (orjson refuses their escapes)
+    out["created_at"] = out["created_at"].isoformat() + "Z"
+    return out
 
 def _args_json(args: Any) -> str:
     """The call's args as JSON for the store: exactly, else (a cycle, an object no encoder takes) their

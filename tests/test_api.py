@@ -53,6 +53,35 @@ def test_store_list_show_and_read_back(server):
     assert [e["op"] for e in client.get("/api/extracts", params={"since": grep_at}).json()["items"]] == ["grep"]
 
 
+def test_the_extract_log_pages_with_a_cursor_through_equal_times(server, monkeypatch):
+    """Pages of the extract log, oldest first, joined, are the whole log once each, also where several
+    extracts share one time (a `since` of the last time seen would repeat or skip them)."""
+    import offload.store.store as store_module
+
+    off, client = server
+    aid = client.post("/api/artifacts", params={"tool": "bash"}, content=_log(2_000)).json()["artifact_id"]
+    client.get(f"/api/artifacts/{aid}/slice", params={"offset": 0})
+    at = store_module.utcnow().replace(microsecond=123456)  # now: the artifact must not look expired
+    monkeypatch.setattr(store_module, "utcnow", lambda: at)
+    for offset in range(1, 6):
+        client.get(f"/api/artifacts/{aid}/slice", params={"offset": offset})
+    monkeypatch.undo()
+    whole = client.get("/api/extracts").json()
+    assert len(whole["items"]) == 6 and whole["next_cursor"] is None
+    seen, cursor, pages = [], None, 0
+    while True:
+        page = client.get("/api/extracts", params={"limit": 2, **({"cursor": cursor} if cursor else {})}).json()
+        seen += page["items"]
+        pages += 1
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert pages == 3 and [e["id"] for e in seen] == [e["id"] for e in whole["items"]]
+    assert sum(e["created_at"] == at.isoformat() + "Z" for e in seen) == 5
+    bad = client.get("/api/extracts", params={"cursor": "not-a-cursor"})
+    assert bad.status_code == 422 and "next_cursor" in bad.json()["message"]  # as /api/artifacts answers it
+
+
 def test_raw_serves_a_byte_range_and_head(server):
     """A client resumes or samples a big artifact with a Range request, and sizes it with HEAD."""
     off, client = server

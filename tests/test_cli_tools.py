@@ -103,3 +103,16 @@ def test_demo_runs_on_the_default_store(tmp_path):
     assert out.returncode == 0, out.stderr.decode()[-3000:]
     assert "stored whole as art_" in text and "matching lines in all" in text
     assert str(tmp_path / "home") in text  # the embedded default store lives in the user's data folder
+
+
+def test_extracts_page_with_a_limit_and_a_cursor(sqlite_url, stored):
+    ids, _, _ = stored
+    for offset in range(3):
+        offload(sqlite_url, "slice", ids["log.txt"], "--offset", str(offset))
+    whole = json.loads(offload(sqlite_url, "extracts", "--json").stdout)
+    first = json.loads(offload(sqlite_url, "extracts", "--limit", "2", "--json").stdout)
+    rest = json.loads(offload(sqlite_url, "extracts", "--limit", "2", "--cursor", first["next_cursor"], "--json").stdout)
+    assert [e["id"] for e in first["items"] + rest["items"]] == [e["id"] for e in whole["items"]]
+    assert len(whole["items"]) == 3 and rest["next_cursor"] is None
+    out = offload(sqlite_url, "extracts", "--limit", "2")
+    assert f"more: offload extracts --limit 2 --cursor {first['next_cursor']}" in out.stdout.decode()

@@ -177,9 +177,10 @@ def unpin(request: Request, artifact_id: str):
 
 @router.get("/extracts", responses=ERRORS, summary="The extract log: every slice and query")
 def list_extracts(request: Request, artifact_id: Optional[str] = None, since: Optional[str] = None,
-                  until: Optional[str] = None, limit: int = Query(200, ge=1, le=5000)):
-    return {"items": offloader_for(request).extracts(artifact_id=artifact_id, since=_when(since, "since"),
-                                                     until=_when(until, "until"), limit=limit)}
+                  until: Optional[str] = None, limit: int = Query(200, ge=1, le=5000), cursor: Optional[str] = None):
+    rows, next_cursor = offloader_for(request).extracts_page(
+        limit=limit, cursor=cursor, artifact_id=artifact_id, since=_when(since, "since"), until=_when(until, "until"))
+    return {"items": rows, "next_cursor": next_cursor}
 
 
 @router.post("/extracts/{extract_id}/rerun", responses=ERRORS, summary="Re-execute one logged extract")

@@ -479,7 +479,8 @@ class Store(ContentReading):
 
     def list_extracts(self, namespace: str, *, extract_id: str | None = None, artifact_id: str | None = None,
                       since: dt.datetime | None = None, until: dt.datetime | None = None,
-                      limit: int | None = None) -> list[dict[str, Any]]:
+                      limit: int | None = None, cursor: str | None = None) -> list[dict[str, Any]]:
+        """Oldest first; `cursor` (from `page_extracts`) continues after the last row of a page."""
         e = extracts.c
         query = sa.select(extracts).where(e.namespace == namespace)
         if extract_id:
@@ -490,11 +491,24 @@ class Store(ContentReading):
             query = query.where(e.created_at >= since)
         if until is not None:  # as `list`: since inclusive, until exclusive
             query = query.where(e.created_at < until)
+        if cursor:
+            created, last_id = _decode_cursor(cursor)
+            query = query.where(sa.or_(e.created_at > created, sa.and_(e.created_at == created, e.id > last_id)))
         query = query.order_by(e.created_at, e.id)
         if limit:
             query = query.limit(limit)
         with self._read() as conn:
             return [dict(r) for r in conn.execute(query).mappings()]
+
+    def page_extracts(self, namespace: str, *, limit: int, cursor: str | None = None,
+                      **filters: Any) -> tuple[list[dict[str, Any]], str | None]:
+        """`limit` extracts, oldest first, and the cursor of the next page (None after the last)."""
+        if limit < 1:
+            raise InvalidArgument("limit must be at least 1")
+        rows = self.list_extracts(namespace, limit=limit + 1, cursor=cursor, **filters)
+        more = len(rows) > limit
+        rows = rows[:limit]
+        return rows, _encode_cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None
 
 
 def _live() -> sa.ColumnElement[bool]:
