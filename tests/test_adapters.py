@@ -144,6 +144,22 @@ def test_bad_calls_come_back_as_errors_the_model_can_act_on(pack):
     assert not_json.is_error and not_json.structured["error"] == "invalid_argument"
     bad_id = pack.call("fetch_slice", {"artifact_id": "art_doesnotexist"})
     assert bad_id.is_error and bad_id.structured["error"] == "not_found"
+    # arguments that are JSON but no object, or too deep to read, and tool names that are no string:
+    # each an error result (they raised TypeError, RecursionError or "unhashable type")
+    for name in ("build_log", "fetch_slice", "query_artifact"):
+        for arguments in ("5", "[{}]", '[{"a": 1, "b": 2}]', "[" * 50_000, b"\xff", {1: 2}):
+            out = pack.call(name, arguments)
+            assert out.is_error and out.structured["error"] == "invalid_argument", (name, arguments, out.text)
+            assert "JSON object" in out.text
+    assert pack.call("fetch_slice", "5").text.endswith('Example: {"artifact_id": "art_…", "offset": 0}')
+    assert "artifact_id is required" in pack.call("fetch_slice", "null").text  # null: no arguments
+    for name in (["grep"], None, 5):
+        out = pack.call(name, {})
+        assert out.is_error and out.structured["error"] == "unknown_tool"
+    for artifact_id in (["art_abc"], {"id": "art_abc"}, 5):  # a raw SQLAlchemy binding error before
+        out = pack.call("fetch_slice", {"artifact_id": artifact_id})
+        assert out.is_error and out.structured["error"] == "invalid_argument"
+        assert out.text == f"Error: artifact_id must be a string like art_…, not {type(artifact_id).__name__}"
 
 
 def test_a_failing_tool_is_an_error_result_unless_told_to_raise(off):
@@ -193,6 +209,33 @@ def test_shell_and_object_results_render_for_the_model(off):
     assert out.text == "done\n\n[stderr]\nwarning: slow\n\n[exit code 1]"
     assert out.structured == {"stdout": "done\n", "stderr": "warning: slow\n", "exit_code": 1}
     assert pack.call("stats", {}).structured == {"result": {"ok": 3}}
+
+
+def test_small_results_no_json_reads_reach_the_model_whole(off):
+    """A small cycle, an integer of 5,000 digits and a few bytes that are not UTF-8 fit, so they are not
+    stored; the first two made the call raise, the bytes reached the model as U+FFFD, unsaid."""
+    def cycle() -> dict:
+        """A cycle."""
+        d = {"a": 1}
+        d["self"] = d
+        return d
+
+    def huge() -> dict:
+        """A big number."""
+        return {"n": 10**5000}
+
+    def png() -> bytes:
+        """Bytes."""
+        return b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR"
+
+    pack = ToolPack(off, [cycle, huge, png])
+    out = pack.call("cycle", {})
+    assert not out.is_error and out.text == "{'a': 1, 'self': {...}}"
+    out = pack.call("huge", {})
+    assert not out.is_error and out.text == '{"n": 1' + "0" * 5000 + "}"  # exactly, as stored ones are
+    out = pack.call("png", {})
+    assert not out.is_error and "\ufffd" not in out.text and out.structured["kind"] == "binary"
+    assert b"".join(off.iter_raw(out.structured["artifact_id"])) == png()
 
 
 # -- artifact:// arguments --------------------------------------------------------------------------

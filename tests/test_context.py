@@ -567,6 +567,9 @@ def test_invalid_calls_are_refused(soff):
         soff.fit_context([], 0)
     with pytest.raises(InvalidArgument):
         soff.fit_context([], 1000, reserve_tokens=800)
+    for reserve in (-1_000_000, -1, 1.5, "10"):  # a negative reserve raised the budget past the window
+        with pytest.raises(InvalidArgument, match="reserve_tokens"):
+            soff.fit_context([], 1000, reserve_tokens=reserve)
     with pytest.raises(InvalidArgument):
         soff.fit_context({"role": "user"}, 1000)
     assert soff.fit_context([], 1000).messages == []

@@ -22,7 +22,7 @@ from ..errors import OffloadError, TooLarge
 from ..jsontext import dumps, loads
 from ..reference import Reference
 from ..results import to_payload
-from ..tools.schemas import OUTPUT_SCHEMAS, TOOLS, ToolOutput, dispatch
+from ..tools.schemas import OUTPUT_SCHEMAS, TOOLS, ToolOutput, arguments_object, dispatch
 
 if TYPE_CHECKING:
     from ..offloader import Offloader
@@ -112,6 +112,8 @@ class ToolPack:
         return [*self._user.values(), *self._companions.values()]
 
     def get(self, name: str) -> PackTool | None:
+        if not isinstance(name, str):  # a model's call may name its tool with anything
+            return None
         return self._user.get(name) or self._companions.get(name)
 
     def __iter__(self) -> Iterator[PackTool]:
@@ -177,12 +179,9 @@ class ToolPack:
 
     def _prepare(self, tool: PackTool, arguments: Any) -> tuple[dict[str, Any], dict[str, Any]] | ToolOutput:
         """The model's arguments as given (kept with the result) and as the function gets them."""
-        try:
-            raw = json.loads(arguments or "{}") if isinstance(arguments, str) else dict(arguments or {})
-            if not isinstance(raw, dict):
-                raise TypeError(f"got {type(raw).__name__}")
-        except (ValueError, TypeError) as exc:
-            return _error(f"The arguments of {tool.name} must be a JSON object ({exc}).", "invalid_argument")
+        raw = arguments_object(arguments)
+        if isinstance(raw, str):
+            return _error(f"The arguments of {tool.name} must be a JSON object ({raw}).", "invalid_argument")
         kwargs = raw
         if tool.artifact_args:
             try:
@@ -203,6 +202,13 @@ class ToolPack:
     def _output(self, tool: PackTool, result: Any, raw: dict[str, Any], session: str | None) -> ToolOutput:
         if not isinstance(result, Reference):  # a tool already wrapped with @off.tool comes back processed
             result = self.off.process(tool.name, result, args=raw, session=session)
+        if isinstance(result, (bytes, bytearray, memoryview)) and not _utf8(result):
+            # it fits, but the model reads text: decoded, its bytes would reach it altered, unsaid
+            try:
+                result = self.off.put(bytes(result), tool=tool.name, args=raw, session=session)
+            except Exception as exc:  # noqa: BLE001 - fail open, as `process` does
+                log.exception("offload could not store the binary result of %s", tool.name)
+                result = self.off.references.unstored(tool.name, bytes(result), exc, None)
         return as_output(result, self.off)
 
     def _failed(self, tool: PackTool, exc: Exception) -> ToolOutput:
@@ -264,7 +270,11 @@ def as_output(result: Any, off: "Offloader | None" = None) -> ToolOutput:
         return ToolOutput("(no output)", {"result": None})
     if isinstance(result, str):
         return ToolOutput(result, {"result": result})
-    payload = to_payload(result)
+    try:
+        payload = to_payload(result)
+    except Exception:  # noqa: BLE001 - not JSON-able (a cycle, a custom object): its repr, as `process` measured it
+        text = repr(result)
+        return ToolOutput(text, {"result": text})
     if payload.is_shell:
         stdout = payload.data.decode("utf-8", errors="replace")
         stderr = (payload.stderr or b"").decode("utf-8", errors="replace")
@@ -275,7 +285,19 @@ def as_output(result: Any, off: "Offloader | None" = None) -> ToolOutput:
         text = bytes(result).decode("utf-8", errors="replace")
         return ToolOutput(text, {"result": text})
     text = payload.data.decode("utf-8", errors="replace")
-    return ToolOutput(text, {"result": loads(payload.data)})  # exactly: lone surrogates, big integers
+    try:
+        structured = loads(payload.data)  # exactly: lone surrogates, big integers
+    except ValueError:  # an integer of more digits than Python reads from text (sys.get_int_max_str_digits)
+        structured = text
+    return ToolOutput(text, {"result": structured})
+
+
+def _utf8(data: bytes | bytearray | memoryview) -> bool:
+    try:
+        bytes(data).decode("utf-8")
+        return True
+    except UnicodeDecodeError:
+        return False
 
 
 def _error(message: str, code: str) -> ToolOutput:

@@ -97,6 +97,8 @@ class ContextGuard:
             raise InvalidArgument("window_tokens must be a positive number of tokens")
         if not 0 < budget_ratio <= 1:
             raise InvalidArgument("budget_ratio must be in (0, 1]")
+        if isinstance(reserve_tokens, bool) or not isinstance(reserve_tokens, int) or reserve_tokens < 0:
+            raise InvalidArgument(f"reserve_tokens must be a whole number of tokens, 0 or more (got {reserve_tokens!r})")
         budget = int(window_tokens * budget_ratio) - reserve_tokens
         if budget <= 0:
             raise InvalidArgument(f"reserve_tokens ({reserve_tokens:,}) leaves no budget in "

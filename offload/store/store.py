@@ -309,6 +309,8 @@ class Store(ContentReading):
 
     def get(self, artifact_id: str, namespace: str, *, touch: bool = True) -> dict[str, Any]:
         """The artifact's row; NotFound for unknown ids and other namespaces, Expired for tombstones."""
+        if not isinstance(artifact_id, str):
+            raise InvalidArgument(f"artifact_id must be a string like art_…, not {type(artifact_id).__name__}")
         with self._read() as conn:
             row = conn.execute(sa.select(artifacts).where(artifacts.c.id == artifact_id)).mappings().first()
         if row is None or row["namespace"] != namespace:

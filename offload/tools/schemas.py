@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,12 +111,11 @@ class ToolOutput:
 def dispatch(off: "Offloader", name: str, arguments: dict[str, Any] | str | None,
              *, session: str | None = None) -> ToolOutput:
     """Run a companion tool by name with the model's JSON arguments; errors become model-readable text."""
-    try:
-        args = json.loads(arguments) if isinstance(arguments, str) else dict(arguments or {})
-    except (json.JSONDecodeError, TypeError, ValueError) as exc:
-        return _error(f"The arguments of {name} are not a JSON object ({exc}). Example: "
+    args = arguments_object(arguments)
+    if isinstance(args, str):
+        return _error(f"The arguments of {name} are not a JSON object ({args}). Example: "
                       '{"artifact_id": "art_…", "offset": 0}', "invalid_argument")
-    if name not in TOOLS:
+    if not isinstance(name, str) or name not in TOOLS:
         return _error(f"Unknown tool {name!r}; offload provides fetch_slice and query_artifact.", "unknown_tool")
     allowed = set(TOOLS[name]["input_schema"]["properties"])
     unknown = set(args) - allowed
@@ -136,6 +136,25 @@ def dispatch(off: "Offloader", name: str, arguments: dict[str, Any] | str | None
         log.exception("offload %s failed", name)
         return _error(f"{name} failed inside offload ({type(exc).__name__}: {exc}); the stored artifact is "
                       "unchanged. Try a smaller request.", "internal_error")
+
+
+def arguments_object(arguments: Any) -> dict[str, Any] | str:
+    """A tool call's arguments (a JSON object, its text, or None) as a dict with string keys, or what is
+    wrong with them: `null`, `5`, `[{}]` and 50,000 nested brackets are all not an object."""
+    try:
+        value = json.loads(arguments or "{}") if isinstance(arguments, (str, bytes, bytearray)) else arguments
+    except RecursionError:
+        return "nested too deep"
+    except ValueError as exc:  # JSONDecodeError and bytes that are not UTF-8
+        return str(exc)
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        return f"got {type(value).__name__}"
+    value = dict(value)
+    if not all(isinstance(key, str) for key in value):
+        return "its keys must be strings"
+    return value
 
 
 def _error(message: str, code: str) -> ToolOutput:
