@@ -545,6 +545,37 @@ def test_the_steady_state_recognises_what_it_fitted_and_stores_only_what_is_new(
     assert artifact_count(soff) <= count + 3  # the new result, the previous last one, one span
 
 
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_refit_after_the_store_lost_what_it_named_stores_it_again(soff, api):
+    """The guard caches what it made of each message; a long-running agent's store may delete, evict or
+    expire those artifacts meanwhile. A refit named the lost ones again (reused=False, and fetch_slice
+    said "deleted"); it must store the content again and name what is there."""
+    turns = [Turn("user", "the task")] + [tools_turn(text_of(6000, k)) for k in range(8)]
+    turns += [Turn("assistant", text_of(2000, 40)), Turn("user", "next")]
+    original = render(api, turns)
+    first = soff.fit_context(original, 12_000, api=api)
+    check(soff, api, original, first)
+    named = {action.artifact_ids[0] for action in first.report.actions}
+    assert named
+    for artifact_id in named:
+        soff.delete(artifact_id)
+    again = soff.fit_context(original, 12_000, api=api)
+    check(soff, api, original, again)  # every artifact the refit names reads back as the original
+    renamed = {action.artifact_ids[0] for action in again.report.actions}
+    assert renamed and not renamed & named and not any(action.reused for action in again.report.actions)
+    spans = [Turn("user", "the task: " + text_of(300, 3))]
+    for k in range(30):
+        spans += [Turn("assistant", text_of(400, k)), Turn("user", text_of(300, k + 50))]
+    chat = render(api, spans)
+    dropped = soff.fit_context(chat, 4_000, api=api)
+    (span_id,) = {a.artifact_ids[0] for a in dropped.report.actions}
+    soff.delete(span_id)
+    refit = soff.fit_context(chat, 4_000, api=api)
+    check(soff, api, chat, refit)
+    assert span_id not in {a.artifact_ids[0] for a in refit.report.actions}
+
+
 def test_messages_as_sdk_objects_are_read_through_model_dump(soff):
     class Message:
         def __init__(self, data):

@@ -12,7 +12,7 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..errors import ContextBudgetExceeded, InvalidArgument
 from ..jsontext import loads
@@ -232,6 +232,10 @@ class ContextGuard:
 
     def remember_span(self, api: str, span: tuple, note: Facts, artifact_id: str) -> None:
         self._spans.setdefault((api, id(span[0])), []).append((span, note, artifact_id))
+
+    def live_ids(self, artifact_ids: Iterable[str]) -> set[str]:
+        """Those of `artifact_ids` the store still holds (see `Store.live_ids`)."""
+        return self.off.store.live_ids(artifact_ids, self.off.namespace)
 
 
 def _is_sdk_object(value: Any) -> bool:

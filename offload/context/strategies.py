@@ -36,6 +36,8 @@ class Fitting:
         self.guard, self.fmt, self.out, self.facts = guard, fmt, out, facts
         self.budget, self.cap, self.session, self.report = budget, cap, session, report
         self.total = sum(f.tokens for f in facts)
+        self._known_live: set[str] | None = None  # artifacts of cached variants found live (`_still_stored`)
+        self._live: set[str] = set()  # those, and the artifacts of the variants made in this fit
         self.head = 0
         while self.head < len(facts) and facts[self.head].role == SYSTEM:
             self.head += 1
@@ -110,8 +112,10 @@ class Fitting:
 
     def _replace(self, i: int, strategy: str, key: tuple, build: Callable[[Facts], Any]) -> None:
         old = self.facts[i]
-        if key not in old.variants:
-            old.variants[key] = build(old)
+        if key not in old.variants or not self._still_stored(old.variants[key]):
+            old.variants[key] = build(old)  # again when the artifacts it named were deleted, evicted, expired
+            if old.variants[key] is not None:
+                self._live.update(old.variants[key][1])
         variant = old.variants[key]
         if variant is None:
             return
@@ -120,6 +124,18 @@ class Fitting:
         self.out[i], self.facts[i] = new_facts.msg, new_facts
         self.total += new_facts.tokens - old.tokens
         self.report.actions.append(Action(strategy, [i], list(artifact_ids), old.tokens, new_facts.tokens, reused))
+
+    def _still_stored(self, variant: Any) -> bool:
+        """Whether every artifact a cached variant (facts, artifact ids, reused) names is still there: a
+        long-running agent's store may have evicted, deleted or expired one since the variant was made.
+        The artifacts of every variant this fit may reuse are looked up at once, on the first ask."""
+        if variant is None or not variant[1]:
+            return True
+        if self._known_live is None:
+            cached = {aid for f in self.facts for v in f.variants.values() if v is not None for aid in v[1]}
+            self._known_live = self.guard.live_ids(cached)
+            self._live.update(self._known_live)
+        return set(variant[1]) <= self._live
 
     def _tool(self, i: int, call_id: str | None) -> tuple[str, Any]:
         call = self.calls.get((i, call_id))
@@ -263,6 +279,8 @@ class Fitting:
         key = tuple(self.out[start:end])
         before = self._tokens(start, end)
         known = guard.stored_span(fmt.name, key)
+        if known is not None and not guard.live_ids([known[2]]):
+            known = None  # its artifact was deleted, evicted or expired: the span is stored again, whole
         if known is not None and known[0] == len(key):  # the very same span as before: its note again
             _length, note_facts, artifact_id = known
             reused = True

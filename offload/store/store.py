@@ -341,6 +341,16 @@ class Store(ContentReading):
             row = conn.execute(query).mappings().first()
         return {str(k): v for k, v in row.items()} if row is not None else None
 
+    def live_ids(self, artifact_ids: Iterable[str], namespace: str) -> set[str]:
+        """Those of `artifact_ids` that `get` still answers in `namespace`: the context guard checks the
+        artifacts its cached notes and references name before it shows them again."""
+        wanted = sorted(set(artifact_ids))
+        if not wanted:
+            return set()
+        a = artifacts.c
+        with self._read() as conn:
+            return set(conn.scalars(sa.select(a.id).where(a.id.in_(wanted), a.namespace == namespace, _live())))
+
     def list(self, namespace: str, *, limit: int = 50, cursor: str | None = None, tool: str | None = None,
              session: str | None = None, kind: str | None = None, since: dt.datetime | None = None,
              until: dt.datetime | None = None, text: str | None = None,
