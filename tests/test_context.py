@@ -478,6 +478,18 @@ def test_a_reference_in_the_input_is_left_alone(soff):
     assert artifact_count(soff) == count + 1
 
 
+
+@pytest.mark.parametrize("head", ["[offload] see art_abc123 in the log\n", "[offload] see art_abcdefghijklmnop\n"])
+def test_a_result_that_only_starts_like_a_reference_is_fitted(soff, head):
+    """A log or transcript read back may start with "[offload] " and name an artifact; kept as offload's
+    own, a 37,000-token result was exempt from the cap and the fit failed."""
+    body = head + "\n".join(f"2026-01-01 INFO step {i} ok" for i in range(2000))
+    original = render("openai", [Turn("user", "read the log"), tools_turn(body)])
+    fitted = soff.fit_context(original, 32_000)
+    check(soff, "openai", original, fitted)
+    assert fitted.report.strategies == ["offload"] and fitted.report.tokens_after < 2_000
+
+
 def test_parallel_tool_use_stays_one_group(soff):
     turns = [Turn("user", "compare them")]
     turns += [tools_turn(*(text_of(2500, 10 * k + j) for j in range(3)), text="reading three") for k in range(6)]

@@ -178,7 +178,8 @@ class ContextGuard:
 
     def parts(self, facts: Facts, position: int) -> list[Part]:
         if position not in facts.parts:
-            facts.parts[position] = split_parts(facts.slots[position].content, self.off.counter.count)
+            facts.parts[position] = split_parts(facts.slots[position].content, self.off.counter.count,
+                                                 2 * self.off.settings.reference_tokens)
         return facts.parts[position]
 
     def _forget_old(self) -> None:

@@ -3,9 +3,9 @@ overhead), a tool result's parts, and offload's own texts, which are recognised 
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any, Callable
-
 
 from .formats import IMAGE_BLOCKS, MEDIA_BLOCKS, TEXT_BLOCKS
 from .. import jsontext
@@ -14,11 +14,15 @@ OVERHEAD = 4  # tokens per message for its role and separators (OpenAI documents
 IMAGE_TOKENS = 1600  # an image at the providers' default maximum size (Anthropic ~1,600; OpenAI <= 1,105)
 MARK = "[offload] "
 _MAX_MARKED = 64_000  # chars: a longer text that starts with MARK is a result, not one of offload's texts
+_ARTIFACT_ID = re.compile(r"\bart_[a-z2-7]{16}\b")  # as `new_id` writes them
 
 
 def is_offload_text(value: Any) -> bool:
-    """A reference, placeholder or note written by offload: left alone, never stored again."""
-    return isinstance(value, str) and value.startswith(MARK) and "art_" in value and len(value) < _MAX_MARKED
+    """A reference, placeholder or note written by offload: left alone, never stored again. A result that
+    only looks like one ("[offload] see art_abc in the log" atop a log) is told apart by its size: see
+    `split_parts`."""
+    return (isinstance(value, str) and value.startswith(MARK) and len(value) < _MAX_MARKED
+            and _ARTIFACT_ID.search(value, 0, 4000) is not None)
 
 
 def dumps(value: Any, *, indent: bool = False) -> bytes:
@@ -62,10 +66,19 @@ class Part:
     tokens: int
 
 
-def split_parts(content: Any, count: Callable[..., int]) -> list[Part]:
-    """A result's content as parts: its text, its blocks (image, document...) and what is kept as it is."""
+def split_parts(content: Any, count: Callable[..., int], kept_tokens: int) -> list[Part]:
+    """A result's content as parts: its text, its blocks (image, document...) and what is kept as it is.
+
+    A text is kept when offload wrote it (`is_offload_text`) and it is no bigger than what offload
+    writes: `kept_tokens`, twice the reference budget. A bigger one is a result that starts the same way,
+    and kept, it was exempt from the cap and the placeholders: a fit of it failed.
+    """
+    def text_part(text: str) -> Part:
+        tokens = count(text)
+        return Part("kept" if tokens <= kept_tokens and is_offload_text(text) else "text", text, tokens)
+
     if isinstance(content, str):
-        return [Part("kept" if is_offload_text(content) else "text", content, count(content))]
+        return [text_part(content)]
     if not isinstance(content, list):
         return []  # None, or a structure the API needs as it is (a computer screenshot): kept
     parts = []
@@ -73,8 +86,7 @@ def split_parts(content: Any, count: Callable[..., int]) -> list[Part]:
         if not isinstance(block, dict):
             parts.append(Part("kept", block, count(dumps(block).decode(), "json")))
         elif block.get("type") in TEXT_BLOCKS and isinstance(block.get("text"), str):
-            text = block["text"]
-            parts.append(Part("kept" if is_offload_text(text) else "text", text, count(text)))
+            parts.append(text_part(block["text"]))
         elif block.get("type") in MEDIA_BLOCKS:
             parts.append(Part("block", block, media_tokens(block)))
         else:
