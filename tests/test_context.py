@@ -514,6 +514,40 @@ def test_blocks_of_a_result_share_the_cap_in_proportion_and_images_stay_whole(so
     assert blocks[2] == _result_content(api, result)[2]  # the image: kept, byte for byte
 
 
+def _calls_in(text: str) -> list[tuple[str, dict]]:
+    """The fetch_slice(...) and query_artifact(...) calls a text of offload's tells the model to make."""
+    import ast
+
+    found = []
+    for name, args in re.findall(r"(fetch_slice|query_artifact)\(([^()]*)\)", text):
+        call = ast.parse(f"f({args})", mode="eval").body
+        found.append((name, {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}))
+    return found
+
+
+def test_the_placeholder_of_a_binary_result_tells_calls_that_run(soff):
+    """A result of control characters is stored as binary data; its placeholder told lines and grep,
+    which fetch_slice and query_artifact refuse for binary data."""
+    import random
+
+    rng = random.Random(0)
+    control = "".join(chr(rng.randint(0, 31)) for _ in range(3000))
+    original = render("openai", [Turn("user", "x"), tools_turn(control), tools_turn(text_of(8000, 5)),
+                                 Turn("user", "next")])
+    fitted = soff.fit_context(original, 6_000)
+    check(soff, "openai", original, fitted)
+    placeholder = fitted.messages[3]["content"]
+    assert placeholder.startswith("[offload] Removed") and "binary data" in placeholder
+    calls = _calls_in(placeholder)
+    assert [name for name, _ in calls] == ["fetch_slice"] and calls[0][1]["unit"] == "bytes"
+    page = soff.fetch_slice(**calls[0][1])
+    assert base64.b64decode(page["content"]) == control.encode()[:256]
+    for text in (m["content"] for m in fitted.messages if str(m.get("content")).startswith("[offload] Removed")):
+        for name, args in _calls_in(text):  # every call a placeholder tells runs
+            (soff.fetch_slice if name == "fetch_slice" else soff.query_artifact)(**{
+                key: "x" if value in ("regex", "expression") else value for key, value in args.items()})
+
+
 @pytest.mark.parametrize("api", ["anthropic", "openai-responses"])
 def test_an_image_in_an_old_result_becomes_a_placeholder_and_reads_back(soff, api):
     turns = [Turn("user", "screens")] + [tools_turn([("text", "screenshot"), ("image", image_b64(k))])

@@ -24,6 +24,10 @@ class Stored:
 def text_placeholder(tool: str, stored: Stored) -> str:
     aid = stored.artifact_id
     label = KIND_LABELS.get(stored.kind, stored.kind)
+    if stored.kind == "binary":  # pages of bytes (base64); lines and grep are refused for binary data
+        return (f"{MARK}Removed to fit the context window: this result of `{tool}` ({label}, {stored.bytes:,} bytes) "
+                f"is stored whole as {aid}; fetch_slice(artifact_id=\"{aid}\", unit=\"bytes\", offset=0, limit=256) "
+                "reads its raw bytes.")
     how = 'jmespath="expression"' if stored.kind in ("json", "ndjson") else 'grep="regex", context=2'
     return (f"{MARK}Removed to fit the context window: this result of `{tool}` ({label}, {stored.bytes:,} bytes, "
             f"{stored.lines:,} lines) is stored whole as {aid}; fetch_slice(artifact_id=\"{aid}\", offset=0, "
