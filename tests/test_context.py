@@ -844,3 +844,21 @@ def test_a_history_refitted_after_the_cache_forgot_it_is_recognised_by_hash(soff
     check(soff, "openai", original, again)
     assert [a.artifact_ids for a in again.report.actions] == [a.artifact_ids for a in first.report.actions]
     assert all(a.reused for a in again.report.actions) and artifact_count(soff) == count
+
+
+def test_a_dropped_span_with_a_lone_surrogate_stays_searchable_as_utf8(soff):
+    """One lone surrogate in a dropped span had every character of it written as an ASCII escape, so
+    the note's grep found nothing of CJK or emoji (26 matches without the surrogate, 0 with it)."""
+    counts = []
+    for suffix in ("", " \ud800"):
+        messages = [{"role": "system", "content": "sys"}, {"role": "user", "content": "go"}]
+        for i in range(30):
+            messages += [{"role": "user", "content": f"问题 {i} 中文{suffix} " * 40},
+                         {"role": "assistant", "content": f"ok {i}"}]
+        messages.append({"role": "user", "content": "last"})
+        fitted = soff.fit_context(messages, 3000)
+        (note,) = [m["content"] for m in fitted.messages if str(m["content"]).startswith("[offload] Dropped")]
+        aid = ART.search(note).group()
+        counts.append(soff.query_artifact(aid, grep="中文")["count"])
+        check(soff, "openai", messages, fitted)  # and the span reads back exactly, surrogate and all
+    assert counts[0] > 20 and counts[1] > 20  # (the spans differ by a message or so: the surrogate costs tokens)
