@@ -17,7 +17,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Iterator
 
-from .errors import InvalidArgument, InvalidSetting, StoreError
+from .errors import InvalidArgument, InvalidSetting
 from .jsontext import dumps, loads
 from .reference import Reference
 from .results import Payload, cheap_fits, to_payload
@@ -414,12 +414,12 @@ class Offloader:
                      derived_id: str | None, started: float, session: str | None) -> None:
         try:
             self.store.log_extract({
-                "artifact_id": row["id"], "namespace": self.namespace, "session": session, "op": op,
+                "artifact_id": row["id"], "namespace": self.namespace, "session": column_text(session), "op": op,
                 "expression": carriable(expression) if expression is not None else None,  # args keep it exactly
                 "args": dumps(args).decode(), "result_sha256": sha,
                 "result_bytes": size, "result_artifact_id": derived_id,
                 "duration_ms": (time.perf_counter() - started) * 1000})
-        except StoreError as exc:  # the answer matters more than its log line
+        except Exception as exc:  # noqa: BLE001 - the answer matters more than its log line
             log.warning("could not log an extract of %s: %s", row["id"], exc)
 
     def extracts(self, **filters: Any) -> list[dict[str, Any]]:

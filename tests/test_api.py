@@ -161,11 +161,22 @@ def test_errors_have_one_shape_and_the_right_status(server):
         (client.post(f"/api/artifacts/{aid}/query", json={"grep": ["a"]}), 422, "invalid_argument"),
         (client.get("/api/artifacts", params={"since": "0001-01-01T00:00:00+01:00"}), 422, "invalid_argument"),
         (client.get("/api/artifacts", params={"until": "9999-12-31T23:59:59-01:00"}), 422, "invalid_argument"),
+        # a lone surrogate the message quotes back, and malformed Host and Origin headers: each was a 500
+        (client.post(f"/api/artifacts/{aid}/query", content=b'{"jmespath": "\\ud800"}',
+                     headers={"content-type": "application/json"}), 422, "invalid_query"),
+        (client.post(f"/api/artifacts/{aid}/query", content=b'{"grep": "[\\ud800"}',
+                     headers={"content-type": "application/json"}), 422, "invalid_query"),
+        (client.get("/api/stats", headers={"host": "[::1"}), 400, "bad_request"),
+        (client.get("/api/stats", headers={"origin": "http://[::1"}), 403, "forbidden"),
+        (client.get("/api/stats", headers={"origin": "http://[x]"}), 403, "forbidden"),
+        (client.request("TRACE", "/api/stats"), 405, "method_not_allowed"),
     ]
     for response, status, code in cases:
         body = response.json()
         assert (response.status_code, body["error"], body["status"]) == (status, code, status), body
         assert body["message"]
+    assert "Unknown token \ud800" in cases[-6][0].json()["message"]  # quoted exactly (a JSON escape)
+    assert cases[-1][0].headers["allow"] == "GET"  # RFC 9110: a 405 names the methods there are
     # a limit below 1 is told what it must be, once: not ">= 0", then "at least 1" for 0
     for limit, says in ((-1, "must not be negative"), (0, "at least 1")):
         for response in (client.get(f"/api/artifacts/{aid}/slice", params={"limit": limit}),
@@ -222,8 +233,37 @@ def test_the_login_page_gets_its_style_without_a_token(store_url):
         assert client.get("/login").status_code == 200
         style = client.get("/static/style.css")
         assert style.status_code == 200 and "text/css" in style.headers["content-type"]
-        assert client.get("/api/artifacts").status_code == 401
+        refused = client.get("/api/artifacts")
+        assert refused.status_code == 401 and refused.headers["www-authenticate"].startswith("Bearer")
+        assert "/login" in refused.json()["message"]
+        # a browser opening a page is sent to the login page, not shown the JSON of the 401
+        page = client.get("/", headers={"accept": "text/html"}, follow_redirects=False)
+        assert page.status_code == 303 and page.headers["location"] == "/login"
+        assert client.get("/api/stats", headers={"accept": "text/html"}).status_code == 401  # the API: never
     off.close()
+
+
+def test_a_lone_surrogate_in_a_session_stores_nothing_half(server):
+    """A query whose session holds a lone surrogate stored its derived result, then failed on the extract
+    log with a 500 saying nothing was changed."""
+    off, client = server
+    body = "".join(f"line number {i}\n" for i in range(20_000)).encode()
+    aid = client.post("/api/artifacts", params={"tool": "x"}, content=body).json()["artifact_id"]
+    response = client.post(f"/api/artifacts/{aid}/query", content=b'{"grep": "line number 1", "session": "\\ud800"}',
+                           headers={"content-type": "application/json"})
+    assert response.status_code == 200 and response.json()["count"] == 11_111
+    (extract,) = client.get("/api/extracts").json()["items"]
+    assert extract["session"] == "\\ud800" and extract["result_artifact_id"] == response.json()["artifact_id"]
+
+
+def test_the_page_of_an_artifact_holding_lone_surrogates_renders(server):
+    off, client = server
+    data = b"[" + b",".join(b'{"id": %d, "s": "a\\ud800b", "\\udc00k": 0}' % i for i in range(300)) + b"]"
+    aid = client.post("/api/artifacts", params={"tool": "sur"}, content=data).json()["artifact_id"]
+    for params in ({}, {"unit": "lines"}, {"unit": "items"}):
+        page = client.get(f"/artifacts/{aid}", params=params)
+        assert page.status_code == 200 and "text/html" in page.headers["content-type"], page.text[:300]
+        assert "a\\ud800b" in page.text
 
 
 def test_tokens_and_namespace_scopes(store_url):

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import OffloadError
@@ -75,9 +75,18 @@ class ExactJSONResponse(JSONResponse):
         return dumps(content)
 
 
-def error_response(status: int, code: str, message: str) -> JSONResponse:
-    return JSONResponse({"error": code, "message": message, "status": status}, status_code=status,
-                        headers=SECURITY_HEADERS)
+def error_response(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    # exact JSON: a message may quote what the client sent, a lone surrogate too (a 500 before)
+    return ExactJSONResponse({"error": code, "message": message, "status": status}, status_code=status,
+                             headers={**SECURITY_HEADERS, **(headers or {})})
+
+
+def _unauthorized(request: Request, message: str) -> JSONResponse | RedirectResponse:
+    """401 with its challenge (RFC 9110); a browser asking for a page is sent to the login page instead."""
+    if request.method == "GET" and not request.url.path.startswith("/api/") and \
+            "text/html" in request.headers.get("accept", ""):
+        return RedirectResponse("/login", status_code=303, headers=SECURITY_HEADERS)
+    return error_response(401, "unauthorized", message, {"WWW-Authenticate": 'Bearer realm="offload"'})
 
 
 def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
@@ -104,7 +113,7 @@ def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
     async def _http_error(_request: Request, exc: StarletteHTTPException):
         code = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
                 413: "too_large"}.get(exc.status_code, "http_error")
-        return error_response(exc.status_code, code, str(exc.detail))
+        return error_response(exc.status_code, code, str(exc.detail), exc.headers)  # Allow on a 405
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception):
@@ -133,7 +142,10 @@ def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
 def _check_request(request: Request, config: ApiConfig) -> JSONResponse | None:
     """Host/Origin against DNS rebinding (loopback), then the token and its namespace scope."""
     if config.loopback:
-        host = urlsplit("//" + (request.headers.get("host") or "")).hostname or ""
+        host = _hostname("//" + (request.headers.get("host") or ""))
+        if host is None:
+            return error_response(400, "bad_request", f"The Host header {request.headers.get('host')!r} is not a "
+                                  "host name (a loopback server must be named localhost or 127.0.0.1).")
         if host and not is_loopback(host):
             return error_response(403, "forbidden", f"Host {host!r} is not this machine: requests to a loopback "
                                   "server must name localhost or 127.0.0.1 (DNS rebinding protection).")
@@ -142,7 +154,7 @@ def _check_request(request: Request, config: ApiConfig) -> JSONResponse | None:
             if request.method not in ("GET", "HEAD", "OPTIONS"):
                 return error_response(403, "forbidden", "Origin 'null' (a sandboxed frame or a local file) may "
                                       "not change this server's store.")
-        elif origin and not is_loopback(urlsplit(origin).hostname or ""):
+        elif origin and not is_loopback(_hostname(origin) or ""):
             return error_response(403, "forbidden", f"Origin {origin!r} may not call this server.")
     namespace = request.headers.get("x-offload-namespace") or request.query_params.get("namespace")
     request.state.namespace = namespace
@@ -156,15 +168,24 @@ def _check_request(request: Request, config: ApiConfig) -> JSONResponse | None:
     if request.url.path == "/login" or request.url.path.startswith("/static/"):  # the login page and its style
         return None
     if token is None:
-        return error_response(401, "unauthorized", "A token is required: send `Authorization: Bearer <token>`.")
+        return _unauthorized(request, "A token is required: send `Authorization: Bearer <token>`, or sign in "
+                             "at /login.")
     known, scope = config.scope_of(token)
     if not known:
-        return error_response(401, "unauthorized", "That token is not valid for this server.")
+        return _unauthorized(request, "That token is not valid for this server.")
     if scope is not None:
         if namespace is not None and namespace != scope:
             return error_response(403, "forbidden", f"This token is scoped to namespace {scope!r}.")
         request.state.namespace = scope
     return None
+
+
+def _hostname(url: str) -> str | None:
+    """The host of `url` ("" when it names none), or None when it is malformed ("[::1", "http://[x]")."""
+    try:
+        return urlsplit(url).hostname or ""
+    except ValueError:
+        return None
 
 
 def offloader_for(request: Request) -> Offloader:

@@ -19,12 +19,12 @@ import jinja2
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.responses import HTMLResponse, RedirectResponse
 from fastapi.staticfiles import StaticFiles
-from fastapi.templating import Jinja2Templates
 
 from ..errors import ArtifactExpired, InvalidArgument, OffloadError
 from ..jsontext import dumps
 from ..reference import KIND_LABELS
 from ..tools.slicing import DEFAULT_LIMITS
+from ..utf8 import carriable
 from .app import offloader_for
 
 HERE = Path(__file__).parent
@@ -142,7 +142,6 @@ _env = jinja2.Environment(loader=jinja2.FileSystemLoader(HERE / "templates"), au
 _env.filters.update(bytes=human_bytes, count=human_count, exact=exact, figure=figure, ago=human_time, when=exact_time,
                     args=args_summary)
 _env.globals.update(KIND_LABELS=KIND_LABELS, page_label=page_label)
-templates = Jinja2Templates(env=_env)
 
 
 # -- rendering ------------------------------------------------------------------------------------
@@ -163,7 +162,9 @@ def _href_for(request: Request) -> Callable[..., str]:
 def _render(request: Request, name: str, status: int = 200, **context: Any) -> HTMLResponse:
     context.update(request=request, href=_href_for(request), namespace=request.query_params.get("namespace") or "",
                    scope=getattr(request.state, "namespace", None))
-    return templates.TemplateResponse(request, name, context, status_code=status)
+    # a stored text may hold a lone surrogate (a JSON escape such as "\\ud800"), which UTF-8 cannot
+    # carry: shown as that escape (the page failed with a 500)
+    return HTMLResponse(carriable(_env.get_template(name).render(context)), status_code=status)
 
 
 def _error_page(request: Request, exc: OffloadError) -> HTMLResponse:

@@ -390,6 +390,7 @@ class Store(ContentReading):
         """Active, unexpired artifacts of `tool` in `session` holding this content, newest first, with
         their args (JSON text): how a repeated call finds the earlier identical one."""
         a = artifacts.c
+        tool, session = column_text(tool), column_text(session)  # as `put` wrote them
         query = (sa.select(a.id, a.args)
                  .where(a.sha256 == sha256, a.namespace == namespace, a.session == session, a.tool == tool,
                         _live())
