@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from offload.errors import InvalidArgument, QueryError, QueryTimeout
 from offload.tools import engines
+from offload.tools import grep as grep_module
 from offload.tools.engines import BoundedCache, GrepPage, grep_lines, jmespath_example, run_jmespath
 
 STDLIB = Path(sysconfig.get_paths()["stdlib"])
@@ -237,7 +238,7 @@ SAMPLE_PATTERNS = [
 @pytest.mark.parametrize("block_lines", [7, 4096])
 @pytest.mark.parametrize("pattern", SAMPLE_PATTERNS)
 def test_grep_equals_reference(monkeypatch, block_lines, pattern):
-    monkeypatch.setattr(engines, "_BLOCK_LINES", block_lines)
+    monkeypatch.setattr(grep_module, "_BLOCK_LINES", block_lines)
     lines = (STDLIB / "json" / "decoder.py").read_text().splitlines() + ["", "   ", "a", "b"]
     for offset, limit, context in [(0, None, 0), (0, 3, 2), (2, 4, 1), (-5, None, 3), (-7, 2, 4), (1, 1, 50), (10**6, 5, 1)]:
         got = grep_lines(iter(lines), pattern, offset=offset, limit=limit, context=context)
@@ -262,12 +263,12 @@ def test_grep_matches_reference_on_any_input(lines, pieces, offset, limit, conte
     pattern = "".join(pieces)
     if "(?i)" in pattern and not pattern.startswith("(?i)"):
         pattern = "(?i)" + pattern.replace("(?i)", "")  # global flags must come first
-    saved = engines._BLOCK_LINES
-    engines._BLOCK_LINES = block_lines
+    saved = grep_module._BLOCK_LINES
+    grep_module._BLOCK_LINES = block_lines
     try:
         got = grep_lines(lines, pattern, offset=offset, limit=limit, context=context)
     finally:
-        engines._BLOCK_LINES = saved
+        grep_module._BLOCK_LINES = saved
     assert got == reference_grep(lines, pattern, offset=offset, limit=limit, context=context)
 
 
