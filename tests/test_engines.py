@@ -368,6 +368,31 @@ def test_grep_catastrophic_pattern_stops_in_a_worker_thread(pattern):
     assert "too slow" in str(outcome["error"]) and "simpler pattern" in str(outcome["error"])
 
 
+
+@pytest.mark.parametrize("pattern, bounded", [
+    ("processed", True), ("ms$", True), ("ERROR|FATAL", True), (r"f\(x\)", True), (r"a\+", True),
+    ("[*+?]x", True), ("[]*]", True), ("[^]+]x", True), ("a+", False), ("(a|aa)+", False), ("x*", False),
+    ("a?", False), (r"\d{3}", False), ("(?i)err", False), (r"\p{L}", False), ("a" * 101, False),
+])
+def test_grep_tells_patterns_that_cannot_backtrack(pattern, bounded):
+    """Patterns with no repetition are searched without regex's per-call timeout (2.5 µs of a matching
+    line's 3); anything that might repeat keeps it."""
+    assert grep_module._bounded(pattern) is bounded
+
+
+def test_grep_of_many_matching_lines_says_why_it_stopped():
+    """A plain literal matching every line of a big artifact ran out of time with a message blaming
+    nested repetition; it names the real cause, and a pattern that may repeat is told both."""
+    lines = [f"2026-01-01 INFO item {i} processed in {i % 997} ms" for i in range(200_000)]
+    assert grep_lines(lines, "processed", limit=5).total == 200_000
+    with pytest.raises(QueryTimeout) as literal:
+        grep_lines(lines, "processed", limit=5, timeout=1e-9)
+    assert "more lines than that time allows" in str(literal.value) and "nested repetition" not in str(literal.value)
+    with pytest.raises(QueryTimeout) as repeating:
+        grep_lines(lines, "process+ed", limit=5, timeout=1e-9)
+    assert "nested repetition" in str(repeating.value) and "more lines than" in str(repeating.value)
+
+
 # -- the cache ----------------------------------------------------------------------------------------
 
 
