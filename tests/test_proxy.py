@@ -446,6 +446,9 @@ def test_cli_refuses_a_missing_or_double_upstream(tmp_path):
     assert done.exit_code == 2 and "whole number of tokens" in done.output
     done = runner.invoke(app, ["--url", store, "proxy", "--", "/no/such/server"])
     assert done.exit_code == 2 and "could not start the upstream MCP server (/no/such/server)" in done.output
+    for timeout in ("nan", "-1", "inf"):  # nan was taken, and then timed every request out in a second
+        done = runner.invoke(app, ["--url", store, "proxy", "--timeout", timeout, "--", "true"])
+        assert done.exit_code == 2 and "--timeout must be 0 (no timeout) or a number of seconds" in done.output
 
 
 def test_widened_schema_keeps_refs_resolvable():

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
 import secrets
 import signal
 import sys
@@ -81,8 +82,8 @@ def serve(off: "Offloader", command: list[str], *, upstream_url: str | None = No
                               "(offload proxy -- mcp-server-git) or with --upstream-url, not both")
     if upstream_url and not upstream_url.startswith(("http://", "https://")):
         raise InvalidArgument(f"--upstream-url {upstream_url!r}: expected an http:// or https:// URL")
-    if timeout is not None and timeout < 0:
-        raise InvalidArgument("--timeout must be 0 (no timeout) or a number of seconds")
+    if timeout is not None and not (0 <= timeout < math.inf):  # nan passed `< 0` and timed every request out
+        raise InvalidArgument(f"--timeout must be 0 (no timeout) or a number of seconds, not {timeout}")
     real_stdout = sys.stdout
     out = real_stdout.buffer
     sys.stdout = sys.stderr  # stdout carries JSON-RPC only: a stray print() must not corrupt it
