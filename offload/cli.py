@@ -22,6 +22,10 @@ class _Commands(typer.core.TyperGroup):
     run (the `offload` script, `main()`, or a test runner)."""
 
     def invoke(self, ctx):
+        if sys.stdout is None:  # `offload ls >&-`: what a command prints had nowhere to go (a traceback)
+            typer.echo("error: standard output is closed; offload writes its results there (redirect it to a "
+                       "file, or to /dev/null to discard them)", err=True)
+            raise typer.Exit(2)
         try:
             return super().invoke(ctx)
         except OffloadError as exc:
@@ -65,6 +69,14 @@ def _main(url: Optional[str] = typer.Option(None, "--url", envvar="OFFLOAD_URL",
 
 def _print_json(data: Any) -> None:
     sys.stdout.write(dumps(data, indent=True).decode() + "\n")
+
+
+def _stdin(need: str = "pipe the content in, or name a file") -> Any:
+    """Standard input's bytes stream; a clear exit when it is closed (`<&-`: a traceback before)."""
+    if sys.stdin is None:
+        typer.echo(f"error: standard input is closed; {need}", err=True)
+        raise typer.Exit(2)
+    return sys.stdin.buffer
 
 
 def _fail(exc: OffloadError) -> None:
@@ -122,7 +134,7 @@ def put(file: str = typer.Argument(..., help="File to store, or - for standard i
                    "budget and appears in the reference", err=True)
         raise typer.Exit(2)
     try:
-        data = sys.stdin.buffer.read() if file == "-" else _read_with_progress(Path(file))
+        data = _stdin().read() if file == "-" else _read_with_progress(Path(file))
     except OSError as exc:
         typer.echo(f"error: cannot read {file}: {exc.strerror or exc}", err=True)
         raise typer.Exit(2)
@@ -415,6 +427,8 @@ def mcp_(http: bool = typer.Option(False, "--http", help="Serve streamable HTTP 
     """
     from .adapters.mcp_server import serve
 
+    if not http:
+        _stdin("over stdio the MCP client's messages come in there (or serve --http)")
     serve(state.off, http=http, host=host, port=port, token=token, allowed_origins=allow_origin)
 
 
@@ -516,6 +530,7 @@ def proxy(command: Optional[list[str]] = typer.Argument(None, help="The upstream
     """
     from .adapters.mcp_proxy import budget_settings, parse_headers, serve
 
+    _stdin("the MCP client's messages come in there: run the proxy as the client's server command")
     off = Offloader(state.url, namespace=state.namespace, **budget_settings(state.off.settings, limit, alias))
     raise typer.Exit(serve(off, command or [], upstream_url=upstream_url, headers=parse_headers(header),
                            timeout=timeout, session=session))

@@ -309,3 +309,22 @@ def test_a_port_out_of_range_is_refused_before_anything_listens(url, command, po
     result = offload("--url", url, *command, "--port", port, ok=False)
     assert result.exit_code == 2 and "Invalid value for '--port'" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("args, closed, says", [
+    (["put", "-", "--tool", "x"], "stdin", "standard input is closed; pipe the content in"),
+    (["mcp"], "stdin", "standard input is closed; over stdio the MCP client's messages"),
+    (["proxy", "--", "true"], "stdin", "standard input is closed; the MCP client's messages"),
+    (["ls", "--json"], "stdout", "standard output is closed"),
+    (["cat", "art_aaaaaaaaaaaaaaaa"], "stdout", "standard output is closed"),
+    (["put", "-", "--tool", "x", "--json"], "stdout", "standard output is closed"),
+])
+def test_a_closed_standard_stream_is_a_clear_error(url, tmp_path, args, closed, says):
+    """`offload put - <&-` and `offload ls --json >&-` gave AttributeError tracebacks (put --json stored
+    first); a closed stream is said so, exit 2, and nothing is stored."""
+    redirect = "<&-" if closed == "stdin" else ">&-"  # the descriptor closed, as the shell leaves it
+    done = subprocess.run(["sh", "-c", f'exec "$@" {redirect}', "sh", *CLI, "--url", url, *args],
+                          stdin=subprocess.DEVNULL, stdout=subprocess.PIPE if closed == "stdin" else None,
+                          stderr=subprocess.PIPE, timeout=60)
+    assert done.returncode == 2 and says in done.stderr.decode() and "Traceback" not in done.stderr.decode()
+    assert not (tmp_path / "cli.db").exists() or store_rows(tmp_path / "cli.db") == []
