@@ -328,3 +328,27 @@ def test_a_closed_standard_stream_is_a_clear_error(url, tmp_path, args, closed, 
                           stderr=subprocess.PIPE, timeout=60)
     assert done.returncode == 2 and says in done.stderr.decode() and "Traceback" not in done.stderr.decode()
     assert not (tmp_path / "cli.db").exists() or store_rows(tmp_path / "cli.db") == []
+
+
+def test_a_damaged_store_file_is_one_clear_line_and_verify_reports_it(tmp_path):
+    """Pages of a SQLite store overwritten: show, cat and stats printed a traceback ending in the SQL
+    that met "database disk image is malformed"; verify crashed. Now one line, exit 2; verify exit 1."""
+    path = tmp_path / "damaged.db"
+    url = f"sqlite:///{path}"
+    data = json.dumps([{"id": i, "name": "n" * 50} for i in range(60_000)]).encode()
+    artifact_id = json.loads(offload_process("--url", url, "put", "-", "--tool", "api", "--json",
+                                             input=data).stdout)["artifact_id"]
+    with sqlite3.connect(path) as conn:
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with path.open("r+b") as f:
+        for offset in range(131_072, path.stat().st_size, 196_608):
+            f.seek(offset)
+            f.write(b"\xde\xad\xbe\xef" * 2048)
+    for args in (["show", artifact_id], ["cat", artifact_id], ["stats"]):
+        done = offload_process("--url", url, *args)
+        err = done.stderr.decode()
+        assert done.returncode == 2 and "Traceback" not in err and "[SQL:" not in err, err[-2000:]
+        assert "database disk image is malformed" in err and len(err.splitlines()) == 1
+    done = offload_process("--url", url, "verify")
+    assert done.returncode == 1 and "Traceback" not in done.stderr.decode()
+    assert "MISMATCH" in done.stdout.decode() and artifact_id in done.stdout.decode()

@@ -52,6 +52,8 @@ class ContentReading:
                     raise _cut_short(sha256, f"chunk {seq:,} of {first_seq:,}-{last_seq:,} is missing")
                 return
             meta = {k: row[k] for k in ("seq", "byte_start", "char_start", "line_start")}
+            if not isinstance(row["data"], (bytes, bytearray, memoryview)):  # a blob rewritten as text
+                raise _cut_short(sha256, f"chunk {seq:,} holds {type(row['data']).__name__}, not bytes")
             yield meta, bytes(row["data"])
             seq += 1
 

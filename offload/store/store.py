@@ -82,7 +82,9 @@ class Store(ContentReading):
             with self.engine.connect().execution_options(offload_write=True) as conn:
                 with conn.begin():
                     yield conn
-        except sa.exc.OperationalError as exc:
+        except sa.exc.IntegrityError:
+            raise
+        except sa.exc.DatabaseError as exc:  # locked past the timeout, a full disk, a damaged file
             raise StoreError(f"The store could not be written: {exc.orig}") from exc
         finally:
             if lock:
@@ -92,9 +94,13 @@ class Store(ContentReading):
 
     @contextmanager
     def _read(self) -> Iterator[Connection]:
-        with self.engine.connect() as conn:
-            with conn.begin():
-                yield conn
+        try:
+            with self.engine.connect() as conn:
+                with conn.begin():
+                    yield conn
+        except sa.exc.DatabaseError as exc:  # a damaged file: one clear line, not the SQL that met it
+            raise StoreError(f"The store could not be read: {exc.orig} ({self.engine.url.render_as_string()})"
+                             ) from exc
 
     # -- writing ----------------------------------------------------------------------------
 
@@ -441,10 +447,13 @@ class Store(ContentReading):
         for sha, size, count in infos:
             digest = hashlib.sha256()
             seen = n = 0
-            for _meta, data in self.iter_chunks(sha):
-                digest.update(data)
-                seen += len(data)
-                n += 1
+            try:
+                for _meta, data in self.iter_chunks(sha):
+                    digest.update(data)
+                    seen += len(data)
+                    n += 1
+            except StoreError:  # a chunk that cannot be read: reported as not matching, the rest checked
+                n = -1
             if digest.hexdigest() != sha or seen != size or n != count:
                 with self._read() as conn:
                     ids = conn.execute(sa.select(artifacts.c.id).where(artifacts.c.sha256 == sha)).scalars().all()
