@@ -114,7 +114,7 @@ class ContextBudgetExceeded(OffloadError):
         self.needed = needed
         self.budget = budget
         super().__init__(
-            f"The system prompt and the most recent turn need about {needed} tokens; the budget is {budget}."
+            f"The system prompt and the most recent turn need about {needed:,} tokens; the budget is {budget:,}."
             + (f" {detail}" if detail else "")
         )
 

@@ -368,8 +368,24 @@ def test_too_big_a_last_turn_is_a_clear_error_with_the_sizes(soff, api):
     with pytest.raises(ContextBudgetExceeded) as err:
         soff.fit_context(original, 8_000, api=api)
     assert err.value.budget == 6_000 and err.value.needed > 6_000
-    assert "most recent turn" in str(err.value) and f"{err.value.needed}" in str(err.value)
+    assert "most recent turn" in str(err.value) and f"about {err.value.needed:,} tokens" in str(err.value)
+    assert "most recent turn: about " in str(err.value)  # estimated figures say so
     assert original == before
+
+
+def test_the_reports_figures_say_when_they_are_estimates(sqlite_url):
+    """The guard counts with the estimate unless given a tokenizer; its summary and its error printed the
+    estimate's figures as plain numbers (a system prompt of 4,011 real tokens shown as "6,711 tokens")."""
+    turns = [Turn("user", "go")] + [tools_turn(text_of(20_000, k)) for k in range(3)] + [Turn("user", "next")]
+    for tokenizer, labelled in ((None, True), ("o200k_base", False)):
+        with Offloader(sqlite_url, tokenizer=tokenizer) as off:
+            report = off.fit_context(render("openai", turns), 8_000).report
+            assert report.tokens_estimated is labelled
+            assert ("(estimated)" in report.summary()) is labelled and ("about" in report.summary()) is labelled
+            with pytest.raises(ContextBudgetExceeded) as err:
+                off.fit_context([{"role": "system", "content": "You are " * 2000}, {"role": "user", "content": "x"}],
+                                3_000)
+            assert ("System prompt: about " in str(err.value)) is labelled
 
 
 @pytest.mark.parametrize("api", APIS)

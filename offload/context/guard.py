@@ -98,7 +98,8 @@ class ContextGuard:
         if not 0 < budget_ratio <= 1:
             raise InvalidArgument("budget_ratio must be in (0, 1]")
         if isinstance(reserve_tokens, bool) or not isinstance(reserve_tokens, int) or reserve_tokens < 0:
-            raise InvalidArgument(f"reserve_tokens must be a whole number of tokens, 0 or more (got {reserve_tokens!r})")
+            raise InvalidArgument(f"reserve_tokens must be a whole number of tokens, 0 or more "
+                                  f"(got {reserve_tokens!r})")
         budget = int(window_tokens * budget_ratio) - reserve_tokens
         if budget <= 0:
             raise InvalidArgument(f"reserve_tokens ({reserve_tokens:,}) leaves no budget in "
@@ -110,7 +111,8 @@ class ContextGuard:
         out = list(messages)
         facts = [self.facts(m, fmt) for m in out]
         total = sum(f.tokens for f in facts)
-        report = ContextReport(api, window_tokens, budget, total, messages_before=len(out))
+        report = ContextReport(api, window_tokens, budget, total, messages_before=len(out),
+                               tokens_estimated=not self.off.counter.exact)
         if total > budget:
             cap = max(int(window_tokens * self.off.settings.window_share), 1)
             run = Fitting(self, fmt, out, facts, budget, cap, session, report)

@@ -36,6 +36,7 @@ class ContextReport:
     messages_after: int = 0
     actions: list[Action] = field(default_factory=list)
     seconds: float = 0.0
+    tokens_estimated: bool = True  # counted by the estimate, not a real tokenizer: the figures say "about"
 
     @property
     def changed(self) -> bool:
@@ -56,8 +57,10 @@ class ContextReport:
 
     def summary(self) -> str:
         """One line for a log or a status bar."""
-        head = (f"fit_context ({self.api}): {self.messages_before:,} messages, {self.tokens_before:,} → "
-                f"{self.tokens_after:,} tokens (budget {self.budget:,} of a {self.window_tokens:,} window)")
+        about = "about " if self.tokens_estimated else ""
+        head = (f"fit_context ({self.api}): {self.messages_before:,} messages, {about}{self.tokens_before:,} → "
+                f"{self.tokens_after:,} tokens{' (estimated)' if self.tokens_estimated else ''} "
+                f"(budget {self.budget:,} of a {self.window_tokens:,} window)")
         if not self.actions:
             return head + ": unchanged"
         parts = []

@@ -246,10 +246,11 @@ class Fitting:
         last = self.last()
         system, turn = self._tokens(0, self.head), self._tokens(*last)
         note = needed - system - turn
-        with_note = f"; the note naming what was dropped: {note:,}" if note > 0 else ""
+        about = "about " if self.report.tokens_estimated else ""  # the estimate's figures say they are one
+        with_note = f"; the note naming what was dropped: {about}{note:,}" if note > 0 else ""
         return ContextBudgetExceeded(needed, self.budget, (
-            f"System prompt: {system:,} tokens; most recent turn: {turn:,} tokens in {last[1] - last[0]} "
-            f"message(s){with_note}; window {self.report.window_tokens:,}. Results over {self.cap:,} tokens are "
+            f"System prompt: {about}{system:,} tokens; most recent turn: {about}{turn:,} tokens in "
+            f"{last[1] - last[0]} message(s){with_note}; window {self.report.window_tokens:,}. Results over {self.cap:,} tokens are "
             "already references: shrink the turn's own messages, or pass a larger window_tokens or budget_ratio."))
 
     def _drop(self) -> None:

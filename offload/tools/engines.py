@@ -1,7 +1,7 @@
 """The query engines behind `query_artifact`: pure functions over content already loaded (a parsed
-document, an iterable of lines (grep, in grep.py), a DuckDB table (sql.py)), independent of the store. Errors are written for the
-model: what went wrong, where, and an expression that would work. Also a memory-bounded LRU cache for
-parsed documents and SQL tables.
+document; an iterable of lines, in grep.py; a DuckDB table, in sql.py), independent of the store. Errors
+are written for the model: what went wrong, where, and an expression that would work. Also a
+memory-bounded LRU cache for parsed documents and SQL tables.
 """
 
 from __future__ import annotations
