@@ -652,3 +652,24 @@ def test_npm_filesystem_server_structured_text_is_stored_once(git_repo, sqlite_u
     assert page.structured_content["content"].splitlines() == original[77_777:77_779]
     with Offloader(sqlite_url) as off:
         assert len(off.list()[0]) == 1
+
+
+def test_an_unreachable_http_upstream_is_named_with_its_cause(sqlite_url):
+    """The error named only "ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)"."""
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "1"}}}
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "offload", "--url", sqlite_url, "proxy", "--upstream-url",
+                             f"http://127.0.0.1:{port}/mcp"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL)
+    try:
+        proc.stdin.write(json.dumps(initialize).encode() + b"\n")
+        proc.stdin.flush()
+        answer = json.loads(proc.stdout.readline())
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+    message = answer["error"]["message"]
+    assert "ConnectError" in message and "ExceptionGroup" not in message, message

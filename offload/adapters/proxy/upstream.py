@@ -206,7 +206,8 @@ class HttpUpstream:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any transport failure ends the upstream; the client is told
-            reason = f"the upstream MCP server ({self.url}) failed: {type(exc).__name__}: {exc}"
+            cause = _innermost(exc)
+            reason = f"the upstream MCP server ({self.url}) failed: {type(cause).__name__}: {cause}"
             log.warning("offload proxy: %s", reason)
         finally:
             self._write = None
@@ -269,3 +270,13 @@ class HttpUpstream:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
+
+
+def _innermost(exc: BaseException) -> BaseException:
+    """The error inside the task groups an exception was raised through: "ExceptionGroup: unhandled
+    errors in a TaskGroup (1 sub-exception)" named no cause; "ConnectError: All connection attempts
+    failed" does."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return exc
+
