@@ -492,6 +492,9 @@ def test_list_text_filter_is_a_plain_substring(store_url):
     assert [r["id"] for r in store.list("", text="0%_d")[0]] == [percent]  # ids hold no % (art_ + base32)
     assert store.list("", text="a_c")[0] == []  # _ is no wildcard: "abc" does not hold "a_c"
     assert {r["id"] for r in store.list("", text="grep")[0]} == {plain, percent}
+    noted = _put(store, b"c\n", tool="read", meta='{"notes": ["x"]}')
+    assert store.list("", text="notes")[0] == []  # meta's keys, which every artifact has, are not searched
+    assert noted in {r["id"] for r in store.list("", text="read")[0]}
     store.engine.dispose()
 
 

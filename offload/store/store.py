@@ -377,9 +377,10 @@ class Store(ContentReading):
             query = query.where(a.created_at >= since)
         if until is not None:
             query = query.where(a.created_at < until)
-        if text:  # a substring: % and _ in it are themselves, not LIKE wildcards
+        if text:  # a substring (% and _ in it are themselves, not LIKE wildcards) of tool, args, session or id:
+            # not meta, whose keys ("notes", ...) every row holds, so that text=notes matched every artifact
             query = query.where(sa.or_(*(column.contains(text, autoescape=True)
-                                         for column in (a.tool, a.args, a.meta, a.session, a.id))))
+                                         for column in (a.tool, a.args, a.session, a.id))))
         if cursor:
             created, last_id = _decode_cursor(cursor)
             query = query.where(sa.or_(a.created_at < created, sa.and_(a.created_at == created, a.id < last_id)))
