@@ -483,9 +483,10 @@ class Offloader:
     def gc(self, **kwargs: Any):
         return self.store.gc(**kwargs)
 
-    def stats(self) -> dict[str, Any]:
-        """Artifacts, bytes and tokens kept out of the context: in total, per tool and per session."""
-        return self.store.stats(self.namespace)
+    def stats(self, top: int | None = None) -> dict[str, Any]:
+        """Artifacts, bytes and tokens kept out of the context: in total, per tool and per session (the
+        `top` groups of each that kept out most, the rest summed in `by_tool_rest` / `by_session_rest`)."""
+        return self.store.stats(self.namespace, top)
 
     def export_archive(self, path, *, progress=None) -> dict:
         """Write this namespace's artifacts, content and extract log to a portable tar archive."""

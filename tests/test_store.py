@@ -483,6 +483,25 @@ def test_stats_count_a_namespaces_own_deduplicated_bytes_only(store_url):
     store.engine.dispose()
 
 
+
+def test_stats_list_the_top_groups_and_sum_the_rest_exactly(store_url):
+    """3,000 one-artifact sessions made /stats 1 MB (every session a row and a filter choice); the top
+    groups are listed, and the rest summed so that every total stays exact."""
+    store = _store(store_url)
+    for i in range(30):
+        _put(store, f"{i}\n".encode(), tool=f"t{i % 3}", session=f"s{i}" if i else None, tokens=10 + i,
+             shown_tokens=1)
+    whole, top = store.stats(""), store.stats("", top=5)
+    assert len(whole["by_session"]) == 30 and whole["by_session_rest"] is None
+    assert [g["name"] for g in top["by_session"]] == [g["name"] for g in whole["by_session"][:5]]
+    rest = top["by_session_rest"]
+    assert rest["groups"] == 25 and rest["artifacts"] == 25
+    assert rest["bytes"] == sum(g["bytes"] for g in whole["by_session"][5:])
+    assert rest["tokens_saved"] == sum(g["tokens_saved"] for g in whole["by_session"][5:])
+    assert len(top["by_tool"]) == 3 and top["by_tool_rest"] is None  # all of them fit
+    store.engine.dispose()
+
+
 def test_list_text_filter_is_a_plain_substring(store_url):
     """% and _ in the text filter match themselves, not anything (LIKE wildcards are escaped)."""
     store = _store(store_url)

@@ -192,5 +192,6 @@ def rerun_extract(request: Request, extract_id: str):
 
 
 @router.get("/stats", responses=ERRORS, summary="What offload kept out of the context")
-def stats(request: Request):
-    return offloader_for(request).stats()
+def stats(request: Request, top: int = Query(100, ge=1, le=10_000)):
+    """Totals, and per tool and per session the `top` groups that kept out most; the rest summed."""
+    return offloader_for(request).stats(top)

@@ -188,6 +188,9 @@ def html_errors(handler: Callable[..., HTMLResponse]) -> Callable[..., HTMLRespo
 
 # -- pages ----------------------------------------------------------------------------------------
 
+GROUPS_SHOWN = 50  # tools and sessions a page lists (the filters' choices, the stats tables); the rest summed
+
+
 @web_router.get("/", response_class=HTMLResponse)
 @html_errors
 def artifact_list(request: Request, tool: str | None = None, session: str | None = None, kind: str | None = None,
@@ -195,7 +198,7 @@ def artifact_list(request: Request, tool: str | None = None, session: str | None
     off = offloader_for(request)
     filters = {"tool": tool or None, "session": session or None, "kind": kind or None, "text": text or None}
     rows, next_cursor = off.list(limit=PAGE_SIZE, cursor=cursor or None, **filters)
-    stats = off.stats()
+    stats = off.stats(GROUPS_SHOWN)
     return _render(request, "list.html", rows=rows, next_cursor=next_cursor, filters=filters, paged=bool(cursor),
                    stats=stats, kinds=KINDS, tools=[g["name"] for g in stats["by_tool"]],
                    sessions=[g["name"] for g in stats["by_session"] if g["name"]])
@@ -204,7 +207,7 @@ def artifact_list(request: Request, tool: str | None = None, session: str | None
 @web_router.get("/stats", response_class=HTMLResponse)
 @html_errors
 def stats_page(request: Request) -> HTMLResponse:
-    stats = offloader_for(request).stats()
+    stats = offloader_for(request).stats(GROUPS_SHOWN)
     return _render(request, "stats.html", stats=stats,
                    top_tool=max((g["tokens_saved"] for g in stats["by_tool"]), default=0),
                    top_session=max((g["tokens_saved"] for g in stats["by_session"]), default=0))

@@ -462,8 +462,9 @@ class Store(ContentReading):
                                  "actual_bytes": seen, "artifacts": list(ids)})
         return problems
 
-    def stats(self, namespace: str) -> dict[str, Any]:
-        """Counts and sizes of live artifacts, and tokens kept out of the context, per session and tool.
+    def stats(self, namespace: str, top: int | None = None) -> dict[str, Any]:
+        """Counts and sizes of live artifacts, and tokens kept out of the context, per session and tool
+        (the `top` that kept out most, and the rest summed in `by_tool_rest`, `by_session_rest`).
 
         Tokens kept out = the raw result's estimate minus what the model was shown instead. `store_bytes`
         is what those artifacts take once identical content is counted once: this namespace's own
@@ -480,12 +481,20 @@ class Store(ContentReading):
             count, size, tokens, kept = conn.execute(base).one()
             groups = {}
             for name, column in (("by_tool", a.tool), ("by_session", a.session)):
-                rows = conn.execute(sa.select(column, sa.func.count(), sa.func.coalesce(sa.func.sum(a.bytes), 0),
-                                              sa.func.coalesce(saved, 0))
-                                    .where(mine)
-                                    .group_by(column).order_by(sa.desc(sa.func.coalesce(saved, 0)))).all()
-                groups[name] = [{"name": r[0], "artifacts": int(r[1]), "bytes": int(r[2]), "tokens_saved": int(r[3])}
-                                for r in rows]
+                query = (sa.select(column, sa.func.count(), sa.func.coalesce(sa.func.sum(a.bytes), 0),
+                                   sa.func.coalesce(saved, 0))
+                         .where(mine).group_by(column).order_by(sa.desc(sa.func.coalesce(saved, 0)), column))
+                rows = conn.execute(query if top is None else query.limit(top)).all()
+                shown = groups[name] = [{"name": r[0], "artifacts": int(r[1]), "bytes": int(r[2]),
+                                         "tokens_saved": int(r[3])} for r in rows]
+                # the groups past `top`, summed: every figure stays exact, the page bounded
+                total_groups = conn.execute(sa.select(sa.func.count()).select_from(
+                    sa.select(column).where(mine).group_by(column).subquery())).scalar_one() if top else len(shown)
+                groups[f"{name}_rest"] = None if int(total_groups) <= len(shown) else {
+                    "groups": int(total_groups) - len(shown),
+                    "artifacts": int(count) - sum(g["artifacts"] for g in shown),
+                    "bytes": int(size) - sum(g["bytes"] for g in shown),
+                    "tokens_saved": int(kept) - sum(g["tokens_saved"] for g in shown)}
             extracts_count = conn.execute(sa.select(sa.func.count()).select_from(extracts).where(
                 extracts.c.namespace == namespace)).scalar_one()
             store_bytes = conn.execute(distinct).scalar_one()
