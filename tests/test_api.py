@@ -283,3 +283,15 @@ def test_tokens_and_namespace_scopes(store_url):
                           ).status_code == 200
         assert client.get("/api/stats", headers=team).json()["artifacts"] == 1
     off.close()
+
+
+def test_the_openapi_schema_declares_the_upload_body_and_raw_responses(server):
+    """POST /api/artifacts declared no body (generated clients could not send content), and /raw only a
+    JSON 200 (it answers the stored type, 206 and 416, and reads Range)."""
+    off, client = server
+    paths = client.get("/openapi.json").json()["paths"]
+    body = paths["/api/artifacts"]["post"]["requestBody"]
+    assert body["required"] and body["content"]["*/*"]["schema"]["format"] == "binary"
+    raw = paths["/api/artifacts/{artifact_id}/raw"]["get"]
+    assert {"200", "206", "416"} <= set(raw["responses"]) and "*/*" in raw["responses"]["200"]["content"]
+    assert "Range" in [p["name"] for p in raw["parameters"]]

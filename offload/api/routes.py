@@ -63,8 +63,14 @@ def list_artifacts(request: Request, limit: int = Query(50, ge=1, le=500), curso
     return {"items": rows, "next_cursor": next_cursor}
 
 
+# the body is read as a stream, so FastAPI cannot see it: declared here for clients generated from the spec
+_ANY_BODY = {"requestBody": {"required": True, "description": "The tool result, stored byte for byte",
+                             "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}}}
+
+
 @router.post("/artifacts", status_code=201, responses={**ERRORS, 413: {"model": ErrorBody}},
-             summary="Store the request body as an artifact; returns the reference a model would get")
+             summary="Store the request body as an artifact; returns the reference a model would get",
+             openapi_extra=_ANY_BODY)
 async def store_artifact(request: Request, tool: str = Query(..., min_length=1, max_length=200),
                          session: Optional[str] = Query(None, max_length=200)):
     limit = request.app.state.config.max_upload_bytes
@@ -101,8 +107,16 @@ def get_reference(request: Request, artifact_id: str):
     return offloader_for(request).reference(artifact_id)
 
 
+_BYTES = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
+_RAW = {**ERRORS, 200: {"description": "The stored bytes, as their detected content type", "content": _BYTES},
+        206: {"description": "The bytes of the Range asked for", "content": _BYTES},
+        416: {"description": "A Range past the end (Content-Range: bytes */size)"}}
+_RANGE = {"parameters": [{"name": "Range", "in": "header", "required": False, "schema": {"type": "string"},
+                          "description": "One range of bytes, as RFC 9110 writes it: bytes=0-99, bytes=100-, bytes=-50"}]}
+
+
 @router.head("/artifacts/{artifact_id}/raw", include_in_schema=False)
-@router.get("/artifacts/{artifact_id}/raw", responses=ERRORS,
+@router.get("/artifacts/{artifact_id}/raw", responses=_RAW, openapi_extra=_RANGE,
             summary="The stored bytes, streamed chunk by chunk (a single `Range: bytes=` too; HEAD sizes them)")
 def get_raw(request: Request, artifact_id: str):
     off = offloader_for(request)
