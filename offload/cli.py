@@ -370,6 +370,8 @@ def extracts(artifact: Optional[str] = typer.Option(None, "--artifact", help="On
         rows, next_cursor = state.off.extracts(artifact_id=artifact, since=_since(since), cursor=cursor), None
     else:
         rows, next_cursor = state.off.extracts_page(limit, cursor, artifact_id=artifact, since=_since(since))
+    if artifact is not None and not rows:
+        state.off.get(artifact)  # an id no artifact has: "not found", exit 1, not an empty log
     if as_json:
         return _print_json({"items": rows, "next_cursor": next_cursor})
     for r in rows:
@@ -390,6 +392,8 @@ def rerun(extract: Optional[str] = typer.Option(None, "--extract", help="Rerun t
     results = state.off.rerun(extract_id=extract, artifact_id=artifact, since=_since(since))
     if extract is not None and not results:
         raise ExtractNotFound(extract)
+    if artifact is not None and not results:
+        state.off.get(artifact)  # an id no artifact has: "not found", exit 1, not "0 unchanged"
     if as_json:
         _print_json({"results": results})
     else:

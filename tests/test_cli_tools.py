@@ -116,3 +116,13 @@ def test_extracts_page_with_a_limit_and_a_cursor(sqlite_url, stored):
     assert len(whole["items"]) == 3 and rest["next_cursor"] is None
     out = offload(sqlite_url, "extracts", "--limit", "2")
     assert f"more: offload extracts --limit 2 --cursor {first['next_cursor']}" in out.stdout.decode()
+
+
+def test_extracts_and_rerun_of_an_unknown_artifact_say_not_found(sqlite_url, stored):
+    """Both printed an empty log ("0 unchanged, 0 changed, 0 failed") and exited 0."""
+    ids, _, _ = stored
+    for args in (["rerun", "--artifact", "art_aaaaaaaaaaaaaaaa"], ["extracts", "--artifact", "art_aaaaaaaaaaaaaaaa"]):
+        out = offload(sqlite_url, *args)
+        assert out.returncode == 1 and "art_aaaaaaaaaaaaaaaa" in out.stderr.decode(), out.stderr
+    out = offload(sqlite_url, "extracts", "--artifact", ids["log.txt"])  # a real one with no extracts yet
+    assert out.returncode == 0
