@@ -339,12 +339,14 @@ def query(artifact_id: Optional[str] = typer.Argument(None, help="Artifact to qu
 
 
 def _query_all(tool: str | None, since, kwargs: dict) -> None:
-    cursor = None
+    cursor, tried, answered = None, 0, 0
     while True:
         rows, cursor = state.off.list(tool=tool, since=since, limit=200, cursor=cursor)
         for row in rows:
+            tried += 1
             try:
                 out = state.off.query_artifact(row["id"], **kwargs)
+                answered += 1
                 line = {"artifact_id": row["id"], "tool": row["tool"], "ok": True, **{
                     k: out.get(k) for k in ("result", "count", "next_offset")}}
                 if "result" not in out:
@@ -353,6 +355,9 @@ def _query_all(tool: str | None, since, kwargs: dict) -> None:
                 line = {"artifact_id": row["id"], "tool": row["tool"], "ok": False, "error": exc.model_message()}
             sys.stdout.write(dumps(line).decode() + "\n")
         if cursor is None:
+            if tried and not answered:  # an expression no artifact takes (a bad regex): not a success
+                typer.echo(f"error: the query failed on all {tried:,} artifacts (see each line's error)", err=True)
+                raise typer.Exit(2)
             return
 
 

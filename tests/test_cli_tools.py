@@ -59,6 +59,10 @@ def test_query_all_prints_one_json_line_per_artifact(sqlite_url, stored):
     assert not by_id[ids["log.txt"]]["ok"] and "JSON" in by_id[ids["log.txt"]]["error"]
     out = offload(sqlite_url, "query", "--all", "--tool", "api", "--jmespath", "[0].id")
     assert [json.loads(x)["result"] for x in out.stdout.decode().splitlines()] == [0]
+    assert out.returncode == 0  # and with some failing rows (the log above), too
+    out = offload(sqlite_url, "query", "--all", "--grep", "(")  # fails on every artifact: it exited 0
+    assert out.returncode == 2 and "failed on all" in out.stderr.decode()
+    assert all(not json.loads(x)["ok"] for x in out.stdout.decode().splitlines())
 
 
 def test_bad_queries_exit_nonzero_with_a_message(sqlite_url, stored):
