@@ -16,15 +16,14 @@ import itertools
 import json
 import json.encoder
 import math
-import re
 from typing import Any, Callable
 
 import numpy as np
 import orjson
 
-__all__ = ["dumps", "loads", "may_hold_big_integers", "within"]
+from .utf8 import carriable
 
-_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+__all__ = ["dumps", "loads", "may_hold_big_integers", "within"]
 
 
 def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False, non_str_keys: bool = False) -> bytes:
@@ -45,7 +44,7 @@ def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False, non_str_
     except UnicodeEncodeError:
         # a lone surrogate, which only a string can hold: written as its \ud83d escape, which JSON allows,
         # and the rest as UTF-8 still (escaped too, CJK and emoji no longer matched a grep of the text)
-        return _LONE_SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text).encode("utf-8")
+        return carriable(text).encode("utf-8")
 
 
 def _standard(value: Any, *, ensure_ascii: bool, sort_keys: bool, indent: int | None, non_str_keys: bool) -> str:

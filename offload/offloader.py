@@ -554,6 +554,7 @@ def _extract_row(row: dict[str, Any]) -> dict[str, Any]:
     out["created_at"] = out["created_at"].isoformat() + "Z"
     return out
 
+
 def _args_json(args: Any) -> str:
     """The call's args as JSON for the store: exactly, else (a cycle, an object no encoder takes) their
     repr as one JSON string. A result is never refused for its arguments."""

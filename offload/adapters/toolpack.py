@@ -23,6 +23,7 @@ from ..jsontext import dumps, loads
 from ..reference import Reference
 from ..results import to_payload
 from ..tools.schemas import OUTPUT_SCHEMAS, TOOLS, ToolOutput, arguments_object, dispatch
+from ..utf8 import invalid_bytes
 
 if TYPE_CHECKING:
     from ..offloader import Offloader
@@ -202,7 +203,7 @@ class ToolPack:
     def _output(self, tool: PackTool, result: Any, raw: dict[str, Any], session: str | None) -> ToolOutput:
         if not isinstance(result, Reference):  # a tool already wrapped with @off.tool comes back processed
             result = self.off.process(tool.name, result, args=raw, session=session)
-        if isinstance(result, (bytes, bytearray, memoryview)) and not _utf8(result):
+        if isinstance(result, (bytes, bytearray, memoryview)) and invalid_bytes(bytes(result)):
             # it fits, but the model reads text: decoded, its bytes would reach it altered, unsaid
             try:
                 result = self.off.put(bytes(result), tool=tool.name, args=raw, session=session)
@@ -290,14 +291,6 @@ def as_output(result: Any, off: "Offloader | None" = None) -> ToolOutput:
     except ValueError:  # an integer of more digits than Python reads from text (sys.get_int_max_str_digits)
         structured = text
     return ToolOutput(text, {"result": structured})
-
-
-def _utf8(data: bytes | bytearray | memoryview) -> bool:
-    try:
-        bytes(data).decode("utf-8")
-        return True
-    except UnicodeDecodeError:
-        return False
 
 
 def _error(message: str, code: str) -> ToolOutput:

@@ -63,9 +63,10 @@ def list_artifacts(request: Request, limit: int = Query(50, ge=1, le=500), curso
     return {"items": rows, "next_cursor": next_cursor}
 
 
+_BYTES = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
 # the body is read as a stream, so FastAPI cannot see it: declared here for clients generated from the spec
 _ANY_BODY = {"requestBody": {"required": True, "description": "The tool result, stored byte for byte",
-                             "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}}}
+                             "content": _BYTES}}
 
 
 @router.post("/artifacts", status_code=201, responses={**ERRORS, 413: {"model": ErrorBody}},
@@ -107,7 +108,6 @@ def get_reference(request: Request, artifact_id: str):
     return offloader_for(request).reference(artifact_id)
 
 
-_BYTES = {"*/*": {"schema": {"type": "string", "format": "binary"}}}
 _RAW = {**ERRORS, 200: {"description": "The stored bytes, as their detected content type", "content": _BYTES},
         206: {"description": "The bytes of the Range asked for", "content": _BYTES},
         416: {"description": "A Range past the end (Content-Range: bytes */size)"}}

@@ -36,8 +36,8 @@ class Fitting:
         self.guard, self.fmt, self.out, self.facts = guard, fmt, out, facts
         self.budget, self.cap, self.session, self.report = budget, cap, session, report
         self.total = sum(f.tokens for f in facts)
-        self._known_live: set[str] | None = None  # artifacts of cached variants found live (`_still_stored`)
-        self._live: set[str] = set()  # those, and the artifacts of the variants made in this fit
+        self._looked_up = False  # whether the artifacts of the cached variants were looked up (`_still_stored`)
+        self._live: set[str] = set()  # those found stored, and the artifacts of the variants made in this fit
         self.head = 0
         while self.head < len(facts) and facts[self.head].role == SYSTEM:
             self.head += 1
@@ -131,10 +131,10 @@ class Fitting:
         The artifacts of every variant this fit may reuse are looked up at once, on the first ask."""
         if variant is None or not variant[1]:
             return True
-        if self._known_live is None:
+        if not self._looked_up:
             cached = {aid for f in self.facts for v in f.variants.values() if v is not None for aid in v[1]}
-            self._known_live = self.guard.live_ids(cached)
-            self._live.update(self._known_live)
+            self._live.update(self.guard.live_ids(cached))
+            self._looked_up = True
         return set(variant[1]) <= self._live
 
     def _tool(self, i: int, call_id: str | None) -> tuple[str, Any]:
@@ -250,8 +250,9 @@ class Fitting:
         with_note = f"; the note naming what was dropped: {about}{note:,}" if note > 0 else ""
         return ContextBudgetExceeded(needed, self.budget, (
             f"System prompt: {about}{system:,} tokens; most recent turn: {about}{turn:,} tokens in "
-            f"{last[1] - last[0]} message(s){with_note}; window {self.report.window_tokens:,}. Results over {self.cap:,} tokens are "
-            "already references: shrink the turn's own messages, or pass a larger window_tokens or budget_ratio."))
+            f"{last[1] - last[0]} message(s){with_note}; window {self.report.window_tokens:,}. Results over "
+            f"{self.cap:,} tokens are already references: shrink the turn's own messages, or pass a larger "
+            "window_tokens or budget_ratio."))
 
     def _drop(self) -> None:
         """c: the oldest groups after the first user message, as few as make room, as one span (again, with

@@ -488,8 +488,8 @@ class Store(ContentReading):
                 shown = groups[name] = [{"name": r[0], "artifacts": int(r[1]), "bytes": int(r[2]),
                                          "tokens_saved": int(r[3])} for r in rows]
                 # the groups past `top`, summed: every figure stays exact, the page bounded
-                total_groups = conn.execute(sa.select(sa.func.count()).select_from(
-                    sa.select(column).where(mine).group_by(column).subquery())).scalar_one() if top else len(shown)
+                total_groups = len(shown) if top is None else conn.execute(sa.select(sa.func.count()).select_from(
+                    sa.select(column).where(mine).group_by(column).subquery())).scalar_one()
                 groups[f"{name}_rest"] = None if int(total_groups) <= len(shown) else {
                     "groups": int(total_groups) - len(shown),
                     "artifacts": int(count) - sum(g["artifacts"] for g in shown),

@@ -140,7 +140,7 @@ def dispatch(off: "Offloader", name: str, arguments: dict[str, Any] | str | None
 
 def arguments_object(arguments: Any) -> dict[str, Any] | str:
     """A tool call's arguments (a JSON object, its text, or None) as a dict with string keys, or what is
-    wrong with them: `null`, `5`, `[{}]` and 50,000 nested brackets are all not an object."""
+    wrong with them: `5`, `[{}]` and 50,000 nested brackets are not an object (`null` is no arguments)."""
     try:
         value = json.loads(arguments or "{}") if isinstance(arguments, (str, bytes, bytearray)) else arguments
     except RecursionError:
