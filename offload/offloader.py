@@ -541,6 +541,7 @@ def _public(row: dict[str, Any]) -> dict[str, Any]:
     for key in ("args", "meta"):
         out[key] = loads(out[key]) if out.get(key) else None  # orjson refuses lone surrogate escapes
     out.pop("reference", None)
+    out.pop("args_text", None)  # the store's search column, derived from args
     for key in ("created_at", "accessed_at", "expires_at", "ended_at"):
         if out.get(key) is not None:
             out[key] = out[key].isoformat() + "Z"

@@ -295,3 +295,23 @@ def test_the_openapi_schema_declares_the_upload_body_and_raw_responses(server):
     raw = paths["/api/artifacts/{artifact_id}/raw"]["get"]
     assert {"200", "206", "416"} <= set(raw["responses"]) and "*/*" in raw["responses"]["200"]["content"]
     assert "Range" in [p["name"] for p in raw["parameters"]]
+
+
+
+def test_the_text_filter_reads_the_args_keys_and_values_not_their_json(server):
+    """text=" (or {, :) listed every artifact that had args: the filter matched the JSON they are stored as."""
+    off, client = server
+    plain = off.process("grep", _log(2_000), args={"pattern": "GET /api/items", "path": "."}).artifact_id
+    quoting = off.process("grep", _log(2_000), args={"pattern": 'say "hi": {x}'}).artifact_id
+    off.process("bash", _log(2_000))  # no args
+
+    def found(text: str) -> set[str]:
+        answer = client.get("/api/artifacts", params={"text": text})
+        assert answer.status_code == 200 and all("args_text" not in a for a in answer.json()["items"])
+        return {a["id"] for a in answer.json()["items"]}
+
+    for text in ('"', "{", "}", ":", '"hi": {x}'):
+        assert found(text) == {quoting}, text
+    assert found("GET /api/items") == {plain} and found('": "') == set() and found('"pattern"') == set()
+    assert client.get("/api/artifacts", params={"text": "pattern"}).json()["items"][0]["args"] == {
+        "pattern": 'say "hi": {x}'}  # args come back as they were given

@@ -15,7 +15,7 @@ from offload.errors import ArtifactExpired, InvalidArgument
 def _fill(off: Offloader) -> dict:
     log = "".join(f"{i} request ok\n" for i in range(50_000)) + "ERROR: failed at the end\n"
     records = [{"id": i, "status": "error" if i % 7 == 0 else "ok"} for i in range(30_000)]
-    refs = {"log": off.process("bash", log), "json": off.process("api", records),
+    refs = {"log": off.process("bash", log, args={"cmd": "make -k all"}), "json": off.process("api", records),
             "copy": off.process("bash_again", log), "bin": off.put(bytes(range(256)) * 5000, tool="blob")}
     off.fetch_slice(refs["log"].artifact_id, offset=-1)
     off.query_artifact(refs["json"].artifact_id, jmespath="[?status=='error'].id | [:5]")
@@ -50,6 +50,12 @@ def test_sqlite_to_another_backend_and_back(tmp_path, sqlite_url, pg_database, t
     assert json.loads(page["content"]) == made["records"][-2:]  # the item index came along
     assert [e["id"] for e in target.extracts()[:2]] == [e["id"] for e in source.extracts()]
     assert {r["status"] for r in target.rerun()} == {"unchanged"}
+    # the args are searched as text in the new store too, and the archive holds only what they are
+    assert [r["id"] for r in target.list(text="make -k")[0]] == [made["refs"]["log"].artifact_id]
+    assert target.list(text='"')[0] == [] and target.list(text="{")[0] == []
+    with tarfile.open(archive) as tar:
+        rows = [json.loads(line) for line in tar.extractfile("artifacts.ndjson").read().splitlines()]
+    assert rows and not any("args_text" in row for row in rows)
     # and back again into a fresh SQLite store; importing twice changes nothing
     back = Offloader(f"sqlite:///{tmp_path / 'back.db'}")
     target.export_archive(tmp_path / "again.tar")

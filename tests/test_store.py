@@ -517,6 +517,67 @@ def test_list_text_filter_is_a_plain_substring(store_url):
     store.engine.dispose()
 
 
+def test_list_text_filter_matches_args_keys_and_values_not_their_json(store_url):
+    r"""text=" (or {, :, a space) matched every artifact whose args were stored as JSON, and an escaped
+    character (é written \u00e9, a line break \n) only as its escape: the filter reads the keys and values.
+    Each search but null and true holds a character no artifact id (art_ and base32) or tool here has."""
+    store = _store(store_url)
+    spaced = _put(store, b"a\n", tool="grep", args='{"pat-1": "x9", "n": [10, 1.5], "deep": {"k8": null, "on": true}}')
+    punctuated = _put(store, b"b\n", tool="grep",
+                      args='{"cmd-0":"echo \\"a:b\\" {c9} [d], e\\nf","s":"caf\\u00e9 C:\\\\d9","u":"p\\u001fq"}')
+    repr_only = _put(store, b"c\n", tool="grep", args='"<Thing at 0x1>"')  # args no encoder took: their repr
+    _put(store, b"d\n", tool="grep")  # no args
+
+    def found(text: str) -> set[str]:
+        return {r["id"] for r in store.list("", text=text)[0]}
+
+    for text in ('"', "{", "}", ":", ",", "[", "]", '"a:b"', "{c9} [d], e", "e\nf", "é", "caf\u00e9 C:\\d9"):
+        assert found(text) == {punctuated}, text
+    assert found(" ") == {punctuated, repr_only}  # not the spaces after the spaced JSON's : and ,
+    assert found("<Thing at 0x1>") == {repr_only}
+    for text in ("pat-1", "x9", "10", "1.5", "k8", "null", "true"):  # keys, and values of every JSON type
+        assert found(text) == {spaced}, text
+    for text in ('"pat-1"', '"x9"', "pat-1: x9", "[10", "10, 1.5", "\\u00e9", "\\n", "C:\\\\d9"):
+        assert found(text) == set(), text  # the JSON's quotes, separators, brackets and escapes are not text
+    assert found("x9\x1fn") == set()  # no match runs from one key or value into the next (U+001F parts them)
+    assert found("p\x1fq") == {punctuated}  # but finds a value that holds U+001F itself
+    store.engine.dispose()
+
+
+def test_migration_0004_fills_args_text_for_the_artifacts_already_stored(store_url):
+    """A store made before args_text: its artifacts' args are searched as keys and values once it is opened."""
+    from alembic import command
+
+    from offload.store.engines import alembic_config
+
+    engine = open_engine(store_url, migrate=False)
+    with engine.begin() as conn:
+        config = alembic_config()
+        config.attributes["connection"] = conn
+        command.upgrade(config, "0003")
+        old = sa.table("artifacts", *(sa.column(name) for name in (
+            "id", "namespace", "tool", "args", "kind", "content_type", "bytes", "chars", "lines", "tokens",
+            "shown_tokens", "pinned", "status", "created_at", "accessed_at")))
+        now = utcnow()
+        ids = [new_id("art_") for _ in range(2_500)]  # more than one batch
+        conn.execute(old.insert(), [
+            {"id": aid, "namespace": "", "tool": "t", "args": None if i % 7 == 0 else f'{{"q-{i}": "v:{i}"}}',
+             "kind": "text", "content_type": "text/plain", "bytes": 0, "chars": 0, "lines": 0, "tokens": 1,
+             "shown_tokens": 1, "pinned": False, "status": "active", "created_at": now, "accessed_at": now}
+            for i, aid in enumerate(ids)])
+    engine.dispose()
+    store = _store(store_url)
+    assert current_revision(store.engine) == head_revision()
+    assert store.list("", text='"')[0] == [] and store.list("", text="{")[0] == []
+    assert [r["id"] for r in store.list("", text="v:2498")[0]] == [ids[2498]]
+    assert [r["id"] for r in store.list("", text="q-1002")[0]] == [ids[1002]]
+    assert store.list("", text="q-1002\x1fv")[0] == []  # not across a key and its value
+    with store.engine.connect() as conn:
+        unfilled = conn.execute(sa.text("SELECT COUNT(*) FROM artifacts WHERE args IS NOT NULL AND args_text IS NULL"))
+        assert unfilled.scalar() == 0
+    store.engine.dispose()
+
+
 def test_list_pages_with_a_cursor(store_url):
     store = _store(store_url)
     ids = [_put(store, f"result {i}\n".encode()) for i in range(7)]

@@ -21,6 +21,7 @@ import sqlalchemy as sa
 from ..errors import ContentMismatch, InvalidArgument, OffloadError
 from .chunking import ItemIndex, unpack_block
 from .models import artifacts, contents, extracts, item_blocks
+from .search import args_text
 from .store import Store
 
 FORMAT = "offload-archive"
@@ -86,7 +87,9 @@ def _add_bytes(tar: tarfile.TarFile, name: str, data: bytes) -> None:
 def export_archive(store: Store, namespace: str, path: Path | BinaryIO, *, progress: Progress | None = None) -> dict:
     """Write the namespace to a tar archive; returns counts. Memory stays at about one chunk."""
     with store.engine.connect() as conn:
-        rows = [dict(r) for r in conn.execute(sa.select(artifacts).where(artifacts.c.namespace == namespace)
+        # not args_text: it is derived from args, and made again on import (archives stay version 1)
+        exported = sa.select(*(c for c in artifacts.c if c.name != "args_text"))
+        rows = [dict(r) for r in conn.execute(exported.where(artifacts.c.namespace == namespace)
                                               .order_by(artifacts.c.created_at, artifacts.c.id)).mappings()]
         logged = [dict(r) for r in conn.execute(sa.select(extracts).where(extracts.c.namespace == namespace)
                                                 .order_by(extracts.c.created_at, extracts.c.id)).mappings()]
@@ -165,6 +168,7 @@ def _import_members(store: Store, tar: tarfile.TarFile, namespace: str | None, p
         if name == "artifacts.ndjson":
             for row in _loads(data.read()):
                 row["namespace"] = target
+                row["args_text"] = args_text(row.get("args"))
                 if _exists(store, artifacts, row["id"]):
                     imported["skipped"] += 1
                 elif row["sha256"] is None:  # a tombstone: keep saying "expired"

@@ -65,6 +65,7 @@ artifacts = Table(
     Column("session", Text),
     Column("tool", Text, nullable=False),
     Column("args", Text),  # JSON
+    Column("args_text", Text),  # their keys and values, for the listing's text filter (store/search.py)
     Column("kind", String(16), nullable=False),
     Column("content_type", String(120), nullable=False),
     Column("sha256", String(64)),  # null once the content is gone (expired or deleted)

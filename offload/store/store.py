@@ -26,6 +26,7 @@ from .models import artifacts, chunks, contents, extracts, item_blocks
 from .reading import ContentReading
 from .records import ContentInfo, GcReport, column_text, new_id, utcnow
 from .retention import ACTIVE, collect, drop_orphans, end_artifacts, gc_lock, not_beside_gc, total_bytes
+from .search import args_text, text_filter
 
 ENDED_REASONS = {"expired": "expired", "evicted": "was evicted to keep the store under its size quota",
                  "deleted": "was deleted"}
@@ -135,6 +136,7 @@ class Store(ContentReading):
             full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
                     **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
                     "lines": info.lines, "items": info.items}
+            full["args_text"] = args_text(full.get("args"))
             conn.execute(_INSERT_ARTIFACT, full)  # parameters apart: the compiled statement is reused
             return info
 
@@ -377,10 +379,8 @@ class Store(ContentReading):
             query = query.where(a.created_at >= since)
         if until is not None:
             query = query.where(a.created_at < until)
-        if text:  # a substring (% and _ in it are themselves, not LIKE wildcards) of tool, args, session or id:
-            # not meta, whose keys ("notes", ...) every row holds, so that text=notes matched every artifact
-            query = query.where(sa.or_(*(column.contains(text, autoescape=True)
-                                         for column in (a.tool, a.args, a.session, a.id))))
+        if text:
+            query = query.where(text_filter(text))
         if cursor:
             created, last_id = _decode_cursor(cursor)
             query = query.where(sa.or_(a.created_at < created, sa.and_(a.created_at == created, a.id < last_id)))
