@@ -297,6 +297,42 @@ def test_the_openapi_schema_declares_the_upload_body_and_raw_responses(server):
     assert "Range" in [p["name"] for p in raw["parameters"]]
 
 
+def test_integers_are_strict_in_bodies_and_query_strings(server):
+    """Pydantic's lax mode took `"limit": true` as 1 (and false said "at least 1 (got 0)"), 5.0 and "5"
+    as 5, and `offset=1_0` or `+10` in an address as 10. An integer in a JSON body is a JSON integer, one in
+    a query string plain decimal digits (`-?[0-9]+`); anything else is refused, naming the field."""
+    off, client = server
+    aid = client.post("/api/artifacts", params={"tool": "api"},
+                      content=json.dumps([{"a": i} for i in range(5000)]).encode()).json()["artifact_id"]
+    for name in ("offset", "limit", "context"):
+        for value in (True, False, 5.0, "5", "1_0"):
+            answer = client.post(f"/api/artifacts/{aid}/query", json={"grep": "a", name: value})
+            body = answer.json()
+            assert (answer.status_code, body["error"]) == (422, "invalid_argument"), (name, value, body)
+            assert body["message"].startswith(f"body.{name}: "), body
+    page = client.post(f"/api/artifacts/{aid}/query", json={"jmespath": "[*].a", "offset": 1, "limit": 2}).json()
+    assert (page["result"], page["next_offset"]) == ([1, 2], 3)
+    assert client.post(f"/api/artifacts/{aid}/query", json={"grep": "a", "context": 1}).status_code == 200
+    numbered = [(f"/api/artifacts/{aid}/slice", "offset"), (f"/api/artifacts/{aid}/slice", "limit"),
+                ("/api/artifacts", "limit"), ("/api/extracts", "limit"), ("/api/stats", "top")]
+    for path, name in numbered:
+        # all of these int() takes (Arabic-Indic and full-width digits too)
+        for text in ("1_0", "+10", " 10", "10 ", "١٠", "１０", "true", "1e1", "10.0", ""):
+            answer = client.get(path, params={name: text})
+            body = answer.json()
+            assert (answer.status_code, body["error"]) == (422, "invalid_argument"), (path, name, text, body)
+            assert body["message"].startswith(f"query.{name}: ") and "plain decimal" in body["message"], body
+        assert client.get(path, params={name: "10"}).status_code == 200, (path, name)
+    assert client.get(f"/api/artifacts/{aid}/slice", params={"offset": "-1", "unit": "items"}).json()["offset"] == 4999
+    bounded = client.get("/openapi.json").json()["paths"]["/api/stats"]["get"]["parameters"][0]
+    assert (bounded["name"], bounded["schema"]["type"], bounded["schema"]["minimum"]) == ("top", "integer", 1)
+    assert client.get("/api/stats", params={"top": "0"}).status_code == 422
+    # the page reads its offset and limit as the API does, and says what is wrong on the page
+    for text in ("1_0", "+10"):
+        page = client.get(f"/artifacts/{aid}", params={"offset": text})
+        assert page.status_code == 200 and "offset must be a whole number" in page.text, text
+    assert "must be a whole number" not in client.get(f"/artifacts/{aid}", params={"offset": "-3"}).text
+
 
 def test_the_text_filter_reads_the_args_keys_and_values_not_their_json(server):
     """text=" (or {, :) listed every artifact that had args: the filter matched the JSON they are stored as."""

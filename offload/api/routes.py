@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 import re
-from typing import Any, Literal, Optional
+from typing import Annotated, Any, Literal, Optional
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import StreamingResponse
@@ -12,6 +12,7 @@ from pydantic import BaseModel, Field
 
 from ..errors import ExtractNotFound, InvalidArgument, TooLarge
 from .app import error_response, offloader_for
+from .params import PLAIN_DIGITS, BodyInt, QueryInt, is_plain_integer
 
 router = APIRouter(prefix="/api")
 
@@ -36,9 +37,9 @@ class QueryBody(BaseModel):
     jmespath: Optional[str] = None
     grep: Optional[str] = None
     sql: Optional[str] = None
-    offset: int = 0
-    limit: Optional[int] = None  # checked by the tools: -1 and 0 each get their own message
-    context: int = Field(0, ge=0, le=50)
+    offset: BodyInt = 0
+    limit: Optional[BodyInt] = None  # checked by the tools: -1 and 0 each get their own message
+    context: BodyInt = Field(0, ge=0, le=50)
     session: Optional[str] = None
 
 
@@ -54,9 +55,10 @@ def _when(value: Optional[str], name: str) -> Optional[dt.datetime]:
 
 
 @router.get("/artifacts", responses=ERRORS, summary="List artifacts, newest first")
-def list_artifacts(request: Request, limit: int = Query(50, ge=1, le=500), cursor: Optional[str] = None,
-                   tool: Optional[str] = None, session: Optional[str] = None, kind: Optional[str] = None,
-                   since: Optional[str] = None, until: Optional[str] = None, text: Optional[str] = None):
+def list_artifacts(request: Request, limit: Annotated[int, Query(ge=1, le=500), PLAIN_DIGITS] = 50,
+                   cursor: Optional[str] = None, tool: Optional[str] = None, session: Optional[str] = None,
+                   kind: Optional[str] = None, since: Optional[str] = None, until: Optional[str] = None,
+                   text: Optional[str] = None):
     rows, next_cursor = offloader_for(request).list(
         limit=limit, cursor=cursor, tool=tool, session=session, kind=kind, since=_when(since, "since"),
         until=_when(until, "until"), text=text)
@@ -76,7 +78,7 @@ async def store_artifact(request: Request, tool: str = Query(..., min_length=1, 
                          session: Optional[str] = Query(None, max_length=200)):
     limit = request.app.state.config.max_upload_bytes
     declared = request.headers.get("content-length")
-    if declared and declared.isdigit() and int(declared) > limit:
+    if declared and is_plain_integer(declared) and int(declared) > limit:
         raise TooLarge(f"the body is {int(declared):,} bytes; this server accepts up to {limit:,}")
     parts, size = [], 0
     async for block in request.stream():
@@ -161,7 +163,7 @@ def _byte_range(header: str | None, size: int):
 
 
 @router.get("/artifacts/{artifact_id}/slice", responses=ERRORS, summary="A bounded page (fetch_slice)")
-def get_slice(request: Request, artifact_id: str, offset: int = 0, limit: Optional[int] = None,
+def get_slice(request: Request, artifact_id: str, offset: QueryInt = 0, limit: Optional[QueryInt] = None,
               unit: Literal["lines", "chars", "bytes", "items"] = "lines", path: Optional[str] = None,
               session: Optional[str] = None):
     return offloader_for(request).fetch_slice(artifact_id, offset=offset, limit=limit, unit=unit, path=path,
@@ -191,7 +193,8 @@ def unpin(request: Request, artifact_id: str):
 
 @router.get("/extracts", responses=ERRORS, summary="The extract log: every slice and query")
 def list_extracts(request: Request, artifact_id: Optional[str] = None, since: Optional[str] = None,
-                  until: Optional[str] = None, limit: int = Query(200, ge=1, le=5000), cursor: Optional[str] = None):
+                  until: Optional[str] = None, limit: Annotated[int, Query(ge=1, le=5000), PLAIN_DIGITS] = 200,
+                  cursor: Optional[str] = None):
     rows, next_cursor = offloader_for(request).extracts_page(
         limit=limit, cursor=cursor, artifact_id=artifact_id, since=_when(since, "since"), until=_when(until, "until"))
     return {"items": rows, "next_cursor": next_cursor}
@@ -206,6 +209,6 @@ def rerun_extract(request: Request, extract_id: str):
 
 
 @router.get("/stats", responses=ERRORS, summary="What offload kept out of the context")
-def stats(request: Request, top: int = Query(100, ge=1, le=10_000)):
+def stats(request: Request, top: Annotated[int, Query(ge=1, le=10_000), PLAIN_DIGITS] = 100):
     """Totals, and per tool and per session the `top` groups that kept out most; the rest summed."""
     return offloader_for(request).stats(top)

@@ -26,6 +26,7 @@ from ..reference import KIND_LABELS
 from ..tools.slicing import DEFAULT_LIMITS
 from ..utf8 import carriable
 from .app import offloader_for
+from .params import is_plain_integer
 
 HERE = Path(__file__).parent
 PAGE_SIZE = 50  # artifacts per listing page
@@ -240,14 +241,14 @@ def artifact_view(request: Request, artifact_id: str, unit: str | None = None, o
 
 
 def _integer(name: str, text: str | None) -> Any:
-    """A page argument from the address as an integer (None when absent)."""
+    """A page argument from the address as an integer (None when absent), in plain decimal digits as the
+    JSON API takes it (int() took "1_0" and "+10" as 10)."""
     if text is None:
         return None
-    try:
-        return int(text.strip())
-    except ValueError:
-        raise InvalidArgument(f"{name} must be a whole number (got {text!r}); a negative offset counts from "
-                              "the end.") from None
+    if not is_plain_integer(text):
+        raise InvalidArgument(f"{name} must be a whole number (got {text!r}) in plain decimal digits, such as 10; "
+                              "a negative offset counts from the end.")
+    return int(text)
 
 
 def _units(meta: dict[str, Any]) -> tuple[str, ...]:
