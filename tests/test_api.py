@@ -334,6 +334,35 @@ def test_integers_are_strict_in_bodies_and_query_strings(server):
     assert "must be a whole number" not in client.get(f"/artifacts/{aid}", params={"offset": "-3"}).text
 
 
+def test_the_openapi_schema_declares_auth_the_namespace_header_and_the_400(server):
+    """The schema declared no security (generated clients sent no token), not the X-Offload-Namespace
+    header the guard reads, and not the 400 a JSON body that is not UTF-8 gets."""
+    off, client = server
+    schema = client.get("/openapi.json").json()
+    scheme = schema["components"]["securitySchemes"]["bearer"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer") and "/login" in scheme["description"]
+    operations = [(path, method, op) for path, methods in schema["paths"].items() for method, op in methods.items()]
+    assert len(operations) >= 12 and all(path.startswith("/api/") for path, _, _ in operations)
+    for path, method, op in operations:  # every route in the schema is behind the guard (/login is not in it)
+        assert op["security"] == [{"bearer": []}], (path, method)
+        headers = {p["name"]: p for p in op.get("parameters", []) if p["in"] == "header"}
+        assert "X-Offload-Namespace" in headers and not headers["X-Offload-Namespace"]["required"], (path, method)
+        has_json_body = "application/json" in op.get("requestBody", {}).get("content", {})
+        assert ("400" in op["responses"]) == has_json_body, (path, method)
+    query = schema["paths"]["/api/artifacts/{artifact_id}/query"]["post"]
+    declared = query["responses"]["400"]["content"]["application/json"]["schema"]
+    assert declared == {"$ref": "#/components/schemas/ErrorBody"}
+    aid = off.put(b"x\n" * 10, tool="t").artifact_id
+    answer = client.post(f"/api/artifacts/{aid}/query", content='{"grep": "caf\u00e9"}'.encode("latin-1"),
+                         headers={"content-type": "application/json"})
+    assert answer.status_code == 400 and answer.json() == {
+        "error": "bad_request", "message": answer.json()["message"], "status": 400}
+    # the header is what it says: it picks the namespace
+    other = off.for_namespace("team-b").put(b"y\n" * 10, tool="t").artifact_id
+    assert [a["id"] for a in client.get("/api/artifacts", headers={"X-Offload-Namespace": "team-b"}).json()["items"]
+            ] == [other]
+
+
 def test_the_text_filter_reads_the_args_keys_and_values_not_their_json(server):
     """text=" (or {, :) listed every artifact that had args: the filter matched the JSON they are stored as."""
     off, client = server

@@ -111,7 +111,7 @@ def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_request: Request, exc: StarletteHTTPException):
-        code = {401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
+        code = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
                 413: "too_large"}.get(exc.status_code, "http_error")
         return error_response(exc.status_code, code, str(exc.detail), exc.headers)  # Allow on a 405
 

@@ -1,4 +1,4 @@
-"""Strict integers for the API's bodies and query strings.
+"""Strict integers for the API's bodies and query strings, and what the schema says the guard reads.
 
 Pydantic's lax mode took `"limit": true` as 1, 5.0 and "5" as 5, and `offset=1_0` or `+10` as 10: a
 client's mistake answered as if it had asked for something else. A body's integer must be a JSON integer;
@@ -8,8 +8,10 @@ a query string's, plain decimal digits (`-?[0-9]+`, which int() is far more leni
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from typing import Annotated, Any, Optional
 
+from fastapi import Depends, Header, Query
+from fastapi.security import HTTPBearer
 from pydantic import BeforeValidator, Strict
 from pydantic_core import PydanticCustomError
 
@@ -35,3 +37,21 @@ BodyInt = Annotated[int, Strict()]  # JSON: an integer, not true, 5.0 or "5"
 # after Query(ge=, le=) in an Annotated, so that the bounds stay in the schema as minimum and maximum
 PLAIN_DIGITS = BeforeValidator(_plain_integer)
 QueryInt = Annotated[int, PLAIN_DIGITS]
+
+_bearer = HTTPBearer(auto_error=False, scheme_name="bearer",
+                     description="`Authorization: Bearer <token>` (or the cookie /login sets). Required when the "
+                     "server has tokens, as it always has off loopback; a loopback server started without one "
+                     "asks for none.")
+
+
+def documented_guard(
+    _token: Any = Depends(_bearer),
+    _namespace: Optional[str] = Header(
+        None, alias="X-Offload-Namespace",
+        description="The namespace to act in (the server's own otherwise); a token scoped to a namespace may "
+                    "name only that one."),
+    _namespace_param: Optional[str] = Query(
+        None, alias="namespace", description="The same as the X-Offload-Namespace header, which wins."),
+) -> None:
+    """Declares, for the OpenAPI schema, what the guard middleware (app.py) reads: it does the checking,
+    before any route runs, so nothing is checked here."""

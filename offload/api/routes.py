@@ -6,15 +6,15 @@ import datetime as dt
 import re
 from typing import Annotated, Any, Literal, Optional
 
-from fastapi import APIRouter, Query, Request, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
 from ..errors import ExtractNotFound, InvalidArgument, TooLarge
 from .app import error_response, offloader_for
-from .params import PLAIN_DIGITS, BodyInt, QueryInt, is_plain_integer
+from .params import PLAIN_DIGITS, BodyInt, QueryInt, documented_guard, is_plain_integer
 
-router = APIRouter(prefix="/api")
+router = APIRouter(prefix="/api", dependencies=[Depends(documented_guard)])
 
 
 class ErrorBody(BaseModel):
@@ -29,6 +29,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
                        (404, "Unknown artifact"), (410, "Expired or deleted artifact"),
                        (422, "Invalid argument or query"))
 }
+# FastAPI answers a JSON body whose bytes are not text (latin-1, say) with a 400 before the route runs
+JSON_BODY_ERRORS = {**ERRORS, 400: {"model": ErrorBody, "description": "The JSON body is not text: its bytes are "
+                                    "not UTF-8 (nor UTF-16 or UTF-32, which are recognised too)"}}
 
 
 class QueryBody(BaseModel):
@@ -170,7 +173,8 @@ def get_slice(request: Request, artifact_id: str, offset: QueryInt = 0, limit: O
                                               session=session)
 
 
-@router.post("/artifacts/{artifact_id}/query", responses=ERRORS, summary="JMESPath, grep or SQL (query_artifact)")
+@router.post("/artifacts/{artifact_id}/query", responses=JSON_BODY_ERRORS,
+             summary="JMESPath, grep or SQL (query_artifact)")
 def post_query(request: Request, artifact_id: str, body: QueryBody):
     return offloader_for(request).query_artifact(
         artifact_id, jmespath=body.jmespath, grep=body.grep, sql=body.sql, offset=body.offset, limit=body.limit,
