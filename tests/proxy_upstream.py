@@ -3,7 +3,8 @@
 Run as `python tests/proxy_upstream.py` (stdio) or `python tests/proxy_upstream.py --http PORT`. Its tools
 return big structured output (with an outputSchema), big embedded resources, several parts, progress,
 log messages and a list-changed notification; one crashes the server, one hangs until cancelled.
-`python tests/proxy_upstream.py --raw-lines` is a server that frames its lines itself (see raw_lines).
+`python tests/proxy_upstream.py --raw-lines` is a server that frames its lines itself (see raw_lines);
+`python tests/proxy_upstream.py --deaf FILE` one that never reads and exits when FILE appears (see deaf).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -178,9 +180,20 @@ def raw_lines() -> None:
         send({"jsonrpc": "2.0", "id": request["id"], "result": result})
 
 
+def deaf(trigger: str) -> None:
+    """Never read stdin; once the file `trigger` exists, say why on stderr and exit with code 3. The test
+    creates it while the proxy is stuck writing a request the full pipe has no room for."""
+    while not os.path.exists(trigger):
+        time.sleep(0.01)
+    print("fatal: deaf server leaving", file=sys.stderr, flush=True)
+    os._exit(3)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--raw-lines":
         raw_lines()
+    elif len(sys.argv) > 2 and sys.argv[1] == "--deaf":
+        deaf(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--http":
         anyio.run(lambda: server.run_streamable_http_async(port=int(sys.argv[2])))
     else:

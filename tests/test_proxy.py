@@ -537,6 +537,61 @@ def relayed(store_url: str, tool: str, results: list[bytes]) -> list[bytes]:
     return run(scenario)
 
 
+def test_an_upstream_that_exits_while_a_request_is_written_is_named_with_its_exit_and_stderr(sqlite_url, tmp_path):
+    """The first request to meet a dead upstream was answered "... is not accepting input ()." (asyncio's
+    BrokenPipeError() for a write cut short has no words); later ones named the exit code. Both do now."""
+    from offload.adapters.proxy import StdioUpstream
+
+    trigger = tmp_path / "exit-now"
+
+    def call(request_id: int, text: str) -> bytes:
+        return orjson.dumps({"jsonrpc": "2.0", "id": request_id, "method": "tools/call",
+                             "params": {"name": "echo", "arguments": {"text": text}}}) + b"\n"
+
+    async def scenario():
+        written: list[bytes] = []
+        with Offloader(sqlite_url) as off:
+            upstream = StdioUpstream([*SCRIPTED, "--deaf", str(trigger)])
+            relay = Relay(off, upstream, written.append, timeout=None)
+            await relay.start()
+            sending = asyncio.create_task(relay.from_client(call(1, "x" * (1 << 20))))  # more than a pipe holds
+            with anyio.fail_after(10):
+                while upstream.proc.stdin.transport.get_write_buffer_size() == 0:
+                    await asyncio.sleep(0.01)
+                trigger.touch()  # the upstream exits while the proxy waits to write the rest
+                await sending
+            first = [orjson.loads(line) for line in written]
+            await relay.from_client(call(2, "y"))
+            await relay.close()
+        return first, [orjson.loads(line) for line in written]
+
+    first, answers = run(scenario)
+    assert [answer["id"] for answer in answers] == [1, 2]  # each answered once
+    assert answers[:1] == first  # the first at once, not when the reader saw the end
+    for answer in answers:
+        message = answer["error"]["message"]
+        assert "tools/call echo" in message and "exited with code 3" in message, message
+        assert "fatal: deaf server leaving" in message and "()" not in message, message
+
+
+def test_a_closed_http_upstream_stream_is_named_by_its_error_type(sqlite_url):
+    """anyio's ClosedResourceError has no words: the answer read "is not accepting input ()"."""
+    from offload.adapters.proxy import HttpUpstream
+
+    async def scenario():
+        written: list[bytes] = []
+        upstream = HttpUpstream("http://127.0.0.1:9/mcp")
+        upstream._write, _ = anyio.create_memory_object_stream(1)  # the SDK's write stream, once it has closed
+        await upstream._write.aclose()
+        with Offloader(sqlite_url) as off:
+            await Relay(off, upstream, written.append, timeout=None).from_client(
+                b'{"jsonrpc": "2.0", "id": 1, "method": "ping"}\n')
+        return [orjson.loads(line) for line in written]
+
+    [answer] = run(scenario)
+    assert answer["id"] == 1 and "is not accepting input (ClosedResourceError)." in answer["error"]["message"]
+
+
 def test_the_upstream_reader_delivers_each_line_with_its_newline():
     """The relay may write an upstream's line on as it is: a last one without its newline gets one (in a
     big line's own buffer), a CRLF line is delivered as it came."""

@@ -188,6 +188,9 @@ class Relay:
             await self.upstream.send(raw if raw is not None else _line(message), message)
         except UpstreamGone as exc:
             log.warning("offload proxy: could not write to the upstream: %s", exc)
+            if exc.ended is not None:  # it has exited: this request and all pending are told how, at once
+                await self.upstream_closed(exc.ended)
+                return
             # the reader sees the end too and answers what is pending; a request is answered here at once
             if "id" in message and "method" in message:
                 self._settle(_key(message["id"]))

@@ -30,7 +30,21 @@ _GRACE = 2.0  # seconds an upstream gets to exit after its stdin closes, then af
 
 
 class UpstreamGone(Exception):
-    """Writing to the upstream failed because it is no longer there."""
+    """Writing to the upstream failed because it is no longer there.
+
+    Its text names the cause, never blank (asyncio's BrokenPipeError() and anyio's ClosedResourceError()
+    have no words of their own); `ended` is how the upstream ended (exit code, last stderr lines) when it is
+    known to have exited, the same sentence the reader reports at its end.
+    """
+
+    def __init__(self, cause: str, ended: str | None = None):
+        super().__init__(cause)
+        self.ended = ended
+
+
+def _cause(exc: BaseException) -> str:
+    """An exception as "Type: words", or its type alone when it has no words."""
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 async def _read_lines(stream: asyncio.StreamReader, deliver: Deliver) -> None:
@@ -77,6 +91,7 @@ class StdioUpstream:
         self.proc: asyncio.subprocess.Process | None = None
         self.stderr_tail: collections.deque[str] = collections.deque(maxlen=_STDERR_TAIL)
         self._tasks: list[asyncio.Task] = []
+        self._stderr: asyncio.Task | None = None
         self._write_lock = asyncio.Lock()
         self.negotiated: str | None = None  # the handshake's protocol version (set by the relay; unused here)
 
@@ -87,21 +102,31 @@ class StdioUpstream:
             stderr=asyncio.subprocess.PIPE, cwd=self.cwd,
             env={**os.environ, **self.env} if self.env else None,
             start_new_session=True)  # its own process group, so stopping it stops what it started (npx → node)
-        stderr = asyncio.create_task(self._pass_stderr())
-        self._tasks = [asyncio.create_task(self._read(deliver, closed, stderr)), stderr]
+        self._stderr = asyncio.create_task(self._pass_stderr())
+        self._tasks = [asyncio.create_task(self._read(deliver, closed)), self._stderr]
 
-    async def _read(self, deliver: Deliver, closed: Closed, stderr: asyncio.Task) -> None:
+    async def _read(self, deliver: Deliver, closed: Closed) -> None:
         assert self.proc is not None and self.proc.stdout is not None
         try:
             await _read_lines(self.proc.stdout, deliver)
         except (ConnectionError, OSError) as exc:
             log.warning("offload proxy: reading the upstream failed: %s", exc)
+        await closed(self.describe_exit(await self._exit_code()))
+
+    async def _exit_code(self) -> int | None:
+        """The child's exit code, after its stderr has ended (its last words, for the error message); None
+        if it is still running a moment later. A pipe can break a little before the exit is seen."""
+        assert self.proc is not None
+        if self._stderr is not None:
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._stderr), 1.0)
         with contextlib.suppress(asyncio.TimeoutError):
-            await asyncio.wait_for(asyncio.shield(stderr), 1.0)  # its last words, for the error message
-        code = None
-        with contextlib.suppress(asyncio.TimeoutError):
-            code = await asyncio.wait_for(self.proc.wait(), 1.0)
-        await closed(self.describe_exit(code))
+            return await asyncio.wait_for(self.proc.wait(), 1.0)
+        return None
+
+    async def _gone(self, cause: str) -> UpstreamGone:
+        code = await self._exit_code()
+        return UpstreamGone(cause, None if code is None else self.describe_exit(code))
 
     def describe_exit(self, code: int | None) -> str:
         if code is None:
@@ -126,8 +151,10 @@ class StdioUpstream:
                 pass
 
     async def send(self, data: bytes, message: Any = None) -> None:
-        if self.proc is None or self.proc.stdin is None or self.proc.returncode is not None:
+        if self.proc is None or self.proc.stdin is None:
             raise UpstreamGone("the upstream is not running")
+        if self.proc.returncode is not None:  # exited, and the reader has not reported it yet
+            raise await self._gone("the upstream has exited")
         async with self._write_lock:  # one message at a time: a big one must not interleave with another
             try:
                 self.proc.stdin.write(data)
@@ -135,7 +162,7 @@ class StdioUpstream:
                     self.proc.stdin.write(b"\n")
                 await self.proc.stdin.drain()
             except (ConnectionError, OSError) as exc:
-                raise UpstreamGone(str(exc)) from exc
+                raise await self._gone(_cause(exc)) from exc
 
     def tools_listed(self, tools: list[dict[str, Any]]) -> None:
         """Nothing to learn over stdio (HTTP needs the x-mcp-header annotations)."""
@@ -206,8 +233,7 @@ class HttpUpstream:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 - any transport failure ends the upstream; the client is told
-            cause = _innermost(exc)
-            reason = f"the upstream MCP server ({self.url}) failed: {type(cause).__name__}: {cause}"
+            reason = f"the upstream MCP server ({self.url}) failed: {_cause(_innermost(exc))}"
             log.warning("offload proxy: %s", reason)
         finally:
             self._write = None
@@ -229,7 +255,7 @@ class HttpUpstream:
             await self._write.send(SessionMessage(parsed, metadata=ClientMessageMetadata(
                 headers=self._headers(message))))
         except Exception as exc:  # noqa: BLE001 - anyio's closed/broken stream errors
-            raise UpstreamGone(str(exc)) from exc
+            raise UpstreamGone(_cause(exc)) from exc
 
     def _headers(self, message: dict[str, Any]) -> dict[str, str]:
         """The routing headers the SDK's own session stamps on each request (see mcp.client.session)."""
