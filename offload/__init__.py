@@ -15,6 +15,7 @@ from .errors import (
     QueryTimeout,
     StoreError,
     StoreLocked,
+    StoreReadOnly,
 )
 
 if TYPE_CHECKING:
@@ -36,6 +37,7 @@ __all__ = [
     "Settings",
     "StoreError",
     "StoreLocked",
+    "StoreReadOnly",
 ]
 
 _LAZY = {"Offloader": "offloader", "Reference": "reference", "Settings": "settings"}

@@ -91,6 +91,20 @@ class StoreLocked(StoreError):
     code = "store_locked"
 
 
+class StoreReadOnly(StoreError):
+    """A store this user cannot write (its file, or the folder its side files go in): read, never changed."""
+
+    code = "store_read_only"
+
+    def __init__(self, path: object, cannot: str = "be written"):
+        self.path = str(path)
+        super().__init__(
+            f"The store {path} is read-only (this user cannot write the file or its folder), so it cannot "
+            f"{cannot}. Make the file and its folder writable, or copy the file (with its -wal file, if there is "
+            "one) somewhere writable and point --url (or OFFLOAD_URL) at the copy."
+        )
+
+
 class ContentMismatch(StoreError):
     """The bytes given for a content did not hash to the sha256 they were given with (nothing was stored)."""
 

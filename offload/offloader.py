@@ -412,6 +412,8 @@ class Offloader:
 
     def _log_extract(self, row: dict, op: str, expression: str | None, args: dict, sha: str, size: int,
                      derived_id: str | None, started: float, session: str | None) -> None:
+        if self.store.read_only is not None:
+            return  # a read-only store is read, not logged to: the answer is what matters
         try:
             self.store.log_extract({
                 "artifact_id": row["id"], "namespace": self.namespace, "session": column_text(session), "op": op,

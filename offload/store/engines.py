@@ -3,13 +3,15 @@
 The store is found like git finds a repository: an explicit URL (or OFFLOAD_URL), else the nearest
 `.offload/` folder from the working directory upwards, else a per-user store. SQLite runs in WAL mode
 with a busy timeout so several processes share one store; writes take the lock up front (BEGIN
-IMMEDIATE) so a reader turning writer never fails with "database is locked" mid-transaction.
+IMMEDIATE) so a reader turning writer never fails with "database is locked" mid-transaction. A SQLite
+store this user cannot write is opened read-only (see `_read_only_url`) and never migrated.
 """
 
 from __future__ import annotations
 
 import os
 import threading
+import urllib.parse
 import zlib
 from pathlib import Path
 
@@ -21,7 +23,7 @@ from alembic.script import ScriptDirectory
 from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 
-from ..errors import StoreError, StoreLocked
+from ..errors import StoreError, StoreLocked, StoreReadOnly
 
 PROJECT_DIR = ".offload"
 STORE_FILE = "store.db"
@@ -91,9 +93,13 @@ def _owner_only(path: Path) -> None:
         os.chmod(path, mode & 0o700)
 
 
+def _sidecar(path: Path, suffix: str) -> Path:
+    return path.with_name(path.name + suffix)
+
+
 def _restrict_sidecars(path: Path) -> None:
     for suffix in ("-wal", "-shm", ".wal", "-journal"):
-        side = path.with_name(path.name + suffix)
+        side = _sidecar(path, suffix)
         if side.exists():
             _owner_only(side)
 
@@ -109,18 +115,53 @@ def _prepare_path(backend: str, path: Path | None) -> None:
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
 
 
+def _writable(path: Path) -> bool:
+    """Whether this user can write the SQLite store at `path`: the file, and the folder WAL mode makes its
+    -wal and -shm files in (or those files, when they are there already). Asked once, at open."""
+    if not os.access(path, os.W_OK):
+        return False
+    if os.access(path.parent, os.W_OK):
+        return True
+    return all(os.access(_sidecar(path, suffix), os.W_OK) for suffix in ("-wal", "-shm"))
+
+
+def _read_only_url(url: URL, path: Path) -> URL:
+    """`url` opened read-only, through SQLite's URI filename.
+
+    A read-write open of a file it cannot write falls back to read-only, but still makes the -shm file
+    WAL mode reads through, which a read-only folder refuses ("attempt to write a readonly database").
+    Without a -wal file no connection has the store open, so no one is writing it: `immutable=1` reads the
+    file alone, with no side file and no lock. With one (a writer has it open, or died with commits only
+    the log holds), `mode=ro` reads through the log, which needs its -shm file there or creatable.
+    """
+    option = {"mode": "ro"} if _sidecar(path, "-wal").exists() else {"immutable": "1"}
+    return url.set(database="file:" + urllib.parse.quote(str(path)), query={**url.query, **option, "uri": "true"})
+
+
+def read_only_file(url: URL) -> Path | None:
+    """The SQLite store file `url` opens read-only (see `_read_only_url`), else None."""
+    query = url.query
+    if url.get_backend_name() != "sqlite" or query.get("uri") != "true" or not url.database:
+        return None
+    if query.get("mode") != "ro" and query.get("immutable") != "1":
+        return None
+    return Path(urllib.parse.unquote(url.database.removeprefix("file:")))
+
+
 def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     path = _database_file(parsed)
+    read_only = backend == "sqlite" and path is not None and path.is_file() and not _writable(path)
     try:
-        _prepare_path(backend, path)
+        if not read_only:
+            _prepare_path(backend, path)
     except OSError as exc:
         raise StoreError(f"Cannot create the store file {path}: {exc.strerror or exc}") from exc
     if backend == "sqlite":
-
-        engine = sa.create_engine(parsed, connect_args={"timeout": busy_timeout, "check_same_thread": False})
-        _sqlite_events(engine, busy_timeout)
+        engine = sa.create_engine(_read_only_url(parsed, path) if read_only else parsed,
+                                  connect_args={"timeout": busy_timeout, "check_same_thread": False})
+        _sqlite_events(engine, busy_timeout, read_only=read_only)
     elif backend == "postgresql":
         # Every "lock, then read again" here needs each statement to see what committed before it: READ
         # COMMITTED, whatever the server's or the role's default. Under REPEATABLE READ the snapshot
@@ -136,19 +177,19 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
     else:
         raise StoreError(f"Unsupported store URL {url!r}: use sqlite:///PATH, duckdb:///PATH or postgresql://…")
     try:
-        with engine.connect() as conn:
-            conn.exec_driver_sql("SELECT 1")
+        with engine.connect() as conn:  # read-only, a real read: SQLite opens the file (and its log) lazily
+            conn.exec_driver_sql("SELECT count(*) FROM sqlite_master" if read_only else "SELECT 1")
     except sa.exc.DBAPIError as exc:
         engine.dispose()
-        raise _open_error(url, path, exc) from exc
-    if path is not None:
+        raise _open_error(url, path, exc, read_only) from exc
+    if path is not None and not read_only:  # a read-only store is not ours to change, its modes neither
         if path.exists():
             _owner_only(path)
         _restrict_sidecars(path)
     return engine
 
 
-def _open_error(url: str, path: Path | None, exc: Exception) -> StoreError:
+def _open_error(url: str, path: Path | None, exc: Exception, read_only: bool = False) -> StoreError:
     text = driver_message(exc)
     if "Could not set lock" in text or "Conflicting lock" in text:
         return StoreLocked(
@@ -164,6 +205,11 @@ def _open_error(url: str, path: Path | None, exc: Exception) -> StoreError:
         return StoreError(f"Cannot open the store {shown}: {path} exists but is not a "
                           f"{'DuckDB' if 'DuckDB' in text else 'SQLite'} database ({text}). Point --url (or "
                           "OFFLOAD_URL) at an offload store or a new file; the file itself was left as it is.")
+    if read_only and path is not None and _sidecar(path, "-wal").exists() and not _sidecar(path, "-shm").exists():
+        return StoreReadOnly(path, f"be read ({text}): a writer's log (its -wal file) is beside it, and reading "
+                                   "through the log needs a -shm file, which this user cannot make there")
+    if path is not None and "readonly database" in text:
+        return StoreReadOnly(path, f"be opened ({text})")
     return StoreError(f"Cannot open the store {shown}: {text}")
 
 
@@ -177,12 +223,15 @@ def driver_message(exc: Exception, *, first_line: bool = False) -> str:
     return " ".join(text.split()) or type(exc).__name__
 
 
-def _sqlite_events(engine: Engine, busy_timeout: float) -> None:
+def _sqlite_events(engine: Engine, busy_timeout: float, *, read_only: bool = False) -> None:
     @event.listens_for(engine, "connect")
     def _on_connect(dbapi_conn, _record):
         dbapi_conn.isolation_level = None  # we issue BEGIN ourselves (pysqlite's own is too late)
         cur = dbapi_conn.cursor()
         cur.execute(f"PRAGMA busy_timeout = {int(busy_timeout * 1000)}")
+        if read_only:  # the rest is how to write
+            cur.close()
+            return
         cur.execute(f"PRAGMA page_size = {SQLITE_PAGE_SIZE}")  # takes effect only on a new, empty file
         cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")  # durable across process crashes in WAL mode
@@ -270,7 +319,7 @@ class WalCheckpointer:
 
 def wal_checkpointer(engine: Engine) -> WalCheckpointer | None:
     on_disk = engine.dialect.name == "sqlite" and _database_file(engine.url) is not None
-    return WalCheckpointer(engine) if on_disk else None
+    return WalCheckpointer(engine) if on_disk and read_only_file(engine.url) is None else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -302,6 +351,8 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
         if before == head:
             return before, head
         _refuse_newer(before, head)
+        if (frozen := read_only_file(engine.url)) is not None:
+            raise StoreReadOnly(frozen, f"be migrated to this offload's schema (revision {before} to {head})")
         with engine.connect().execution_options(offload_write=True) as conn:
             with conn.begin():
                 if engine.dialect.name == "postgresql":

@@ -19,9 +19,10 @@ import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import ArtifactExpired, ArtifactNotFound, ContentMismatch, InvalidArgument, QuotaExceeded, StoreError
+from ..errors import (ArtifactExpired, ArtifactNotFound, ContentMismatch, InvalidArgument, QuotaExceeded, StoreError,
+                      StoreReadOnly)
 from .chunking import CHUNK_SIZE, Chunk, ItemIndex, chunk_stream, count_lines
-from .engines import wal_checkpointer
+from .engines import read_only_file, wal_checkpointer
 from .models import artifacts, chunks, contents, extracts, item_blocks
 from .reading import ContentReading
 from .records import ContentInfo, GcReport, column_text, new_id, utcnow
@@ -59,6 +60,7 @@ class Store(ContentReading):
         # DuckDB admits one writer at a time even inside a process (optimistic conflicts otherwise)
         self._write_lock = threading.Lock() if engine.dialect.name == "duckdb" else None
         self._checkpointer = wal_checkpointer(engine)
+        self.read_only = read_only_file(engine.url)  # the file, when this user cannot write it (see engines)
         self._used: tuple[float, int] | None = None  # (when counted, bytes): see QUOTA_RECOUNT_SECONDS
         self._used_lock = threading.Lock()
 
@@ -76,6 +78,8 @@ class Store(ContentReading):
 
     @contextmanager
     def _write(self) -> Iterator[Connection]:
+        if self.read_only is not None:  # said before the database says "attempt to write a readonly database"
+            raise StoreReadOnly(self.read_only)
         lock = self._write_lock
         if lock:
             lock.acquire()
@@ -330,7 +334,7 @@ class Store(ContentReading):
             raise ArtifactExpired(artifact_id, _iso(row["ended_at"]), ENDED_REASONS[ended], ended)
         if row["expires_at"] is not None and row["expires_at"] <= now and not row["pinned"]:
             raise ArtifactExpired(artifact_id, _iso(row["expires_at"]))
-        if touch and now - row["accessed_at"] > _TOUCH_EVERY:
+        if touch and now - row["accessed_at"] > _TOUCH_EVERY and self.read_only is None:
             try:
                 with self._write() as conn:
                     conn.execute(artifacts.update().where(artifacts.c.id == artifact_id).values(accessed_at=now))
