@@ -162,6 +162,29 @@ def test_bad_calls_come_back_as_errors_the_model_can_act_on(pack):
         assert out.text == f"Error: artifact_id must be a string like art_…, not {type(artifact_id).__name__}"
 
 
+def test_errors_quote_the_models_arguments_within_a_bound(off):
+    # a 100,000-character statement or id came back whole in the error: 12,000-25,000 tokens of it
+    aid = off.put([{"a": i} for i in range(3000)], tool="api").artifact_id
+    pack = ToolPack(off)
+    for name, arguments in [
+            ("query_artifact", {"artifact_id": aid, "sql": "SELECT " + "x" * 100_000 + " FROM artifact"}),
+            ("query_artifact", {"artifact_id": aid, "jmespath": "[?" + "a" * 100_000}),
+            ("query_artifact", {"artifact_id": aid, "grep": "(" + "a" * 100_000}),
+            ("fetch_slice", {"artifact_id": "art_" + "a" * 200_000}),
+            ("fetch_slice", {"artifact_id": aid, "y" * 100_000: 1})]:
+        out = pack.call(name, arguments)
+        assert out.is_error and len(out.text) < 2_100, (name, len(out.text))
+        assert "characters of this message not shown" in out.text
+        assert out.structured["message"] in out.text
+    short = pack.call("query_artifact", {"artifact_id": aid, "jmespath": "[?"})
+    assert short.is_error and "not shown" not in short.text
+
+
+def test_an_id_holding_a_lone_surrogate_is_not_found(off):
+    out = ToolPack(off).call("fetch_slice", {"artifact_id": "art_\ud83d"})  # an internal UnicodeEncodeError before
+    assert out.is_error and out.structured["error"] == "not_found", out.text
+
+
 def test_a_failing_tool_is_an_error_result_unless_told_to_raise(off):
     def flaky(path: str) -> str:
         """Fail."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Iterator
 
-from ..tools.schemas import ToolOutput
+from ..tools.schemas import ToolOutput, error_output
 from .toolpack import ToolPack
 
 if TYPE_CHECKING:
@@ -128,5 +128,5 @@ def _get(obj: Any, key: str, default: Any = None) -> Any:
 
 
 def _not_a_function(call_id: str) -> ToolOutput:
-    message = f"tool call {call_id} is not a function call; offload's tools are function tools."
-    return ToolOutput(f"Error: {message}", {"error": "invalid_argument", "message": message}, is_error=True)
+    return error_output(f"tool call {call_id} is not a function call; offload's tools are function tools.",
+                        "invalid_argument")

@@ -22,7 +22,8 @@ from ..errors import OffloadError, TooLarge
 from ..jsontext import dumps, loads
 from ..reference import Reference
 from ..results import to_payload
-from ..tools.schemas import OUTPUT_SCHEMAS, TOOLS, ToolOutput, arguments_object, dispatch
+from ..tools.schemas import (OUTPUT_SCHEMAS, TOOLS, ToolOutput, arguments_object, bounded_message, dispatch,
+                             error_output)
 from ..utf8 import invalid_bytes
 
 if TYPE_CHECKING:
@@ -176,26 +177,26 @@ class ToolPack:
 
     def _unknown(self, name: str) -> ToolOutput:
         known = ", ".join(t.name for t in self.tools)
-        return _error(f"Unknown tool {name!r}; the tools are: {known}.", "unknown_tool")
+        return error_output(f"Unknown tool {name!r}; the tools are: {known}.", "unknown_tool")
 
     def _prepare(self, tool: PackTool, arguments: Any) -> tuple[dict[str, Any], dict[str, Any]] | ToolOutput:
         """The model's arguments as given (kept with the result) and as the function gets them."""
         raw = arguments_object(arguments)
         if isinstance(raw, str):
-            return _error(f"The arguments of {tool.name} must be a JSON object ({raw}).", "invalid_argument")
+            return error_output(f"The arguments of {tool.name} must be a JSON object ({raw}).", "invalid_argument")
         kwargs = raw
         if tool.artifact_args:
             try:
                 kwargs = self._resolve(tool, raw)
             except OffloadError as exc:
-                return _error(exc.model_message(), exc.code)
+                return error_output(exc.model_message(), exc.code)
         if tool.validator is not None:
             try:
                 model = tool.validator.model_validate(kwargs)
             except ValidationError as exc:
                 problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
                                      for e in exc.errors(include_url=False))
-                return _error(f"{tool.name}: {problems}. Its arguments: {json.dumps(tool.parameters)}",
+                return error_output(f"{tool.name}: {problems}. Its arguments: {json.dumps(tool.parameters)}",
                               "invalid_argument")
             kwargs = {**{key: getattr(model, key) for key in type(model).model_fields}, **(model.model_extra or {})}
         return raw, kwargs
@@ -216,9 +217,7 @@ class ToolPack:
         if not self.catch_errors:
             raise exc
         log.warning("tool %s raised %s", tool.name, type(exc).__name__, exc_info=exc)
-        message = f"{type(exc).__name__}: {exc}"
-        if len(message) > 2000:
-            message = message[:2000] + f"… [{len(message) - 2000:,} more characters not shown]"
+        message = bounded_message(f"{type(exc).__name__}: {exc}")
         return ToolOutput(f"Error: the tool {tool.name} failed: {message}",
                           {"error": "tool_error", "message": message}, is_error=True)
 
@@ -291,10 +290,6 @@ def as_output(result: Any, off: "Offloader | None" = None) -> ToolOutput:
     except ValueError:  # an integer of more digits than Python reads from text (sys.get_int_max_str_digits)
         structured = text
     return ToolOutput(text, {"result": structured})
-
-
-def _error(message: str, code: str) -> ToolOutput:
-    return ToolOutput(f"Error: {message}", {"error": code, "message": message}, is_error=True)
 
 
 def _too_large(tool: PackTool, uri: str, size: int, left: int) -> TooLarge:

@@ -21,6 +21,7 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..errors import (ArtifactExpired, ArtifactNotFound, ContentMismatch, InvalidArgument, QuotaExceeded, StoreError,
                       StoreReadOnly)
+from ..utf8 import encodable
 from .chunking import CHUNK_SIZE, Chunk, ItemIndex, chunk_stream, count_lines
 from .engines import read_only_file, wal_checkpointer
 from .models import artifacts, chunks, contents, extracts, item_blocks
@@ -323,6 +324,8 @@ class Store(ContentReading):
         """The artifact's row; NotFound for unknown ids and other namespaces, Expired for tombstones."""
         if not isinstance(artifact_id, str):
             raise InvalidArgument(f"artifact_id must be a string like art_…, not {type(artifact_id).__name__}")
+        if not artifact_id.isascii() and not encodable(artifact_id):  # a lone surrogate: no id holds one,
+            raise ArtifactNotFound(artifact_id)                           # and the driver cannot bind it
         with self._read() as conn:
             row = conn.execute(sa.select(artifacts).where(artifacts.c.id == artifact_id)).mappings().first()
         if row is None or row["namespace"] != namespace:

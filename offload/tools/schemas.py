@@ -113,15 +113,15 @@ def dispatch(off: "Offloader", name: str, arguments: dict[str, Any] | str | None
     """Run a companion tool by name with the model's JSON arguments; errors become model-readable text."""
     args = arguments_object(arguments)
     if isinstance(args, str):
-        return _error(f"The arguments of {name} are not a JSON object ({args}). Example: "
+        return error_output(f"The arguments of {name} are not a JSON object ({args}). Example: "
                       '{"artifact_id": "art_…", "offset": 0}', "invalid_argument")
     if not isinstance(name, str) or name not in TOOLS:
-        return _error(f"Unknown tool {name!r}; offload provides fetch_slice and query_artifact.", "unknown_tool")
+        return error_output(f"Unknown tool {name!r}; offload provides fetch_slice and query_artifact.", "unknown_tool")
     allowed = set(TOOLS[name]["input_schema"]["properties"])
     unknown = set(args) - allowed
     if unknown or "artifact_id" not in args:
         problem = f"unknown argument(s) {sorted(unknown)}" if unknown else "artifact_id is required"
-        return _error(f"{name}: {problem}. It takes {', '.join(sorted(allowed))}.", "invalid_argument")
+        return error_output(f"{name}: {problem}. It takes {', '.join(sorted(allowed))}.", "invalid_argument")
     try:
         if name == "fetch_slice":
             result = off.fetch_slice(session=session, **args)
@@ -129,12 +129,12 @@ def dispatch(off: "Offloader", name: str, arguments: dict[str, Any] | str | None
         result = off.query_artifact(session=session, **args)
         return ToolOutput(render_query(result), result)
     except OffloadError as exc:
-        return _error(exc.model_message(), exc.code)
+        return error_output(exc.model_message(), exc.code)
     except TypeError as exc:
-        return _error(f"{name}: {exc}", "invalid_argument")
+        return error_output(f"{name}: {exc}", "invalid_argument")
     except Exception as exc:  # noqa: BLE001 - a tool call never fails because offload failed
         log.exception("offload %s failed", name)
-        return _error(f"{name} failed inside offload ({type(exc).__name__}: {exc}); the stored artifact is "
+        return error_output(f"{name} failed inside offload ({type(exc).__name__}: {exc}); the stored artifact is "
                       "unchanged. Try a smaller request.", "internal_error")
 
 
@@ -157,7 +157,23 @@ def arguments_object(arguments: Any) -> dict[str, Any] | str:
     return value
 
 
-def _error(message: str, code: str) -> ToolOutput:
+# The most characters of an error the model reads. Messages quote what the model sent (an expression, an
+# id, an argument's name), and a 100,000-character SQL statement came back whole: 12,578 tokens of error.
+ERROR_CHARS = 2000
+
+
+def bounded_message(message: str) -> str:
+    """`message` cut to ERROR_CHARS in the middle: its start says what is wrong, its end what to do."""
+    if len(message) <= ERROR_CHARS:
+        return message
+    omitted = len(message) - ERROR_CHARS
+    return (f"{message[:ERROR_CHARS * 2 // 3]} … [{omitted:,} characters of this message not shown] … "
+            f"{message[-ERROR_CHARS // 3:]}")
+
+
+def error_output(message: str, code: str) -> ToolOutput:
+    """The model-readable result of a call that failed: the message (bounded) and its error code."""
+    message = bounded_message(message)
     return ToolOutput(f"Error: {message}", {"error": code, "message": message}, is_error=True)
 
 
