@@ -27,14 +27,14 @@ __all__ = ["dumps", "loads", "may_hold_big_integers", "within"]
 
 
 def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False, non_str_keys: bool = False) -> bytes:
-    """`value` as UTF-8 JSON text; unknown types as their str(). NaN and infinities become null, as
+    """`value` as UTF-8 JSON text; other types as `plain` makes them. NaN and infinities become null, as
     orjson writes them. Raises ValueError for a value that holds itself (a cycle), and TypeError for
     a key that is no str, int, float, bool or None unless `non_str_keys` (then it is written as its
     str())."""
     option = ((orjson.OPT_SORT_KEYS if sort_keys else 0) | (orjson.OPT_INDENT_2 if indent else 0)
-              | (orjson.OPT_NON_STR_KEYS if non_str_keys else 0))
+              | (orjson.OPT_NON_STR_KEYS if non_str_keys else 0) | orjson.OPT_SERIALIZE_NUMPY)
     try:
-        return orjson.dumps(value, default=str, option=option)
+        return orjson.dumps(value, default=plain, option=option)
     except TypeError:
         pass
     layout = {"sort_keys": sort_keys, "indent": 2 if indent else None, "non_str_keys": non_str_keys}
@@ -47,12 +47,32 @@ def dumps(value: Any, *, sort_keys: bool = False, indent: bool = False, non_str_
         return carriable(text).encode("utf-8")
 
 
+def plain(value: Any) -> Any:
+    """What a value JSON has no type for is written as, whole: str() of a numpy array of 100,000 numbers
+    is "[    0     1     2 ... 99997 99998 99999]", which cut the result without a word. So a value
+    that lists itself (`tolist`: numpy arrays and scalars orjson does not write, pandas Series, torch
+    tensors), a set, a pydantic model (`model_dump`) or a table (`to_dict`: a pandas DataFrame) is written
+    as its contents; anything else as its str()."""
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    for method, arguments in (("tolist", {}), ("model_dump", {"mode": "json"}), ("to_dict", {})):
+        convert = getattr(value, method, None)
+        if callable(convert) and not isinstance(value, type):
+            try:
+                made = convert(**arguments)
+            except Exception:  # noqa: BLE001 - a method of that name that means something else
+                continue
+            if type(made) is not type(value):
+                return made
+    return str(value)
+
+
 def _standard(value: Any, *, ensure_ascii: bool, sort_keys: bool, indent: int | None, non_str_keys: bool) -> str:
     """The standard library's JSON text of `value`, or `_dumps_deep`'s where that encoder gives up:
     deeper than it goes (orjson stops at 255 levels), an integer of more than 4,300 digits, or (with
     `non_str_keys`) a key neither encoder takes."""
     try:
-        return json.dumps(_finite(value), default=str, ensure_ascii=ensure_ascii, sort_keys=sort_keys, indent=indent)
+        return json.dumps(_finite(value), default=plain, ensure_ascii=ensure_ascii, sort_keys=sort_keys, indent=indent)
     except (RecursionError, ValueError, TypeError):
         return _dumps_deep(value, ensure_ascii=ensure_ascii, sort_keys=sort_keys, indent=indent,
                            non_str_keys=non_str_keys)
@@ -71,7 +91,7 @@ def _finite(value: Any) -> Any:
 
 def _dumps_deep(value: Any, *, sort_keys: bool, indent: int | None, ensure_ascii: bool,
                 non_str_keys: bool) -> str:
-    """What `json.dumps(_finite(value), default=str, ...)` writes, at any depth and for integers of any
+    """What `json.dumps(_finite(value), default=plain, ...)` writes, at any depth and for integers of any
     size: one loop over a stack of open containers instead of a recursion per level (tool results
     nested thousands deep are real: a parser's syntax tree, a linked list as JSON)."""
     string = json.encoder.encode_basestring_ascii if ensure_ascii else json.encoder.encode_basestring
@@ -108,7 +128,11 @@ def _dumps_deep(value: Any, *, sort_keys: bool, indent: int | None, ensure_ascii
         elif isinstance(item, (list, tuple)):
             items, opening, closing = iter(item), "[", "]"
         else:
-            pieces.append(string(str(item)))
+            made = plain(item)
+            if isinstance(made, str):
+                pieces.append(string(made))
+            else:
+                write(made)
             return
         if id(item) in open_ids:
             raise ValueError("Circular reference detected")

@@ -956,6 +956,27 @@ def test_a_deep_or_huge_object_is_stored_as_its_exact_json(sqlite_url, real_coun
         sys.set_int_max_str_digits(digits)
 
 
+def test_numpy_arrays_and_sets_are_stored_as_their_contents_not_their_abbreviated_str(sqlite_url):
+    """str() of a numpy array of 100,000 numbers is "[    0     1     2 ... 99997 99998 99999]": the
+    result was passed through as that, 99,994 values gone without a word."""
+    import numpy as np
+
+    off = Offloader(sqlite_url)
+    grid = np.arange(200_000).reshape(1000, 200)
+    value = {"a": np.arange(100_000), "column": grid[:, 3], "words": np.array(["x", None] * 3, dtype=object),
+             "tags": {"only"}, "deep": _nested(1_500) + [np.arange(3)], "scalar": np.int64(7)}
+    ref = off.process("api", value)
+    assert isinstance(ref, Reference) and ref.stored, ref
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
+    stored = json.loads(raw(off, ref.artifact_id))
+    assert stored["a"] == list(range(100_000)) and stored["column"] == list(range(3, 200_000, 200))
+    assert stored["words"] == ["x", None] * 3 and stored["tags"] == ["only"] and stored["scalar"] == 7
+    assert stored["deep"][-1] == [0, 1, 2]
+    small = off.process("api", {"v": np.arange(3)})  # fits: passed through, shown as its numbers
+    from offload.adapters.toolpack import as_output
+    assert as_output(small, off).text == '{"v":[0,1,2]}'
+
+
 def test_arguments_no_encoder_takes_never_keep_a_result_from_being_stored(sqlite_url):
     off = Offloader(sqlite_url)
     body = "".join(f"line {i} of output\n" for i in range(20_000))
