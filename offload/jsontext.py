@@ -67,6 +67,11 @@ def plain(value: Any) -> Any:
     return str(value)
 
 
+def standard_text(value: Any) -> str:
+    """`json.dumps(value, ensure_ascii=False, default=plain)` at any depth (NaN and infinities as null)."""
+    return _standard(value, ensure_ascii=False, sort_keys=False, indent=None, non_str_keys=False)
+
+
 def _standard(value: Any, *, ensure_ascii: bool, sort_keys: bool, indent: int | None, non_str_keys: bool) -> str:
     """The standard library's JSON text of `value`, or `_dumps_deep`'s where that encoder gives up:
     deeper than it goes (orjson stops at 255 levels), an integer of more than 4,300 digits, or (with

@@ -80,6 +80,29 @@ def test_results_carry_text_and_structured_content_matching_the_output_schema(sq
 # -- over stdio, the server in its own process ------------------------------------------------------
 
 
+def test_results_nested_hundreds_of_levels_deep_are_answered(sqlite_url):
+    """Documents are queried up to 1,024 levels deep. A result 500 deep ran out of stack copying it out of
+    the cache (an internal error to the model); over MCP one 300 deep failed the call ("Internal server
+    error": the SDK writes no JSON deeper than ~250 levels), so its structured result is its JSON text."""
+    with Offloader(sqlite_url) as off:
+        ids = {depth: off.put("[" * depth + "1" + "]" * depth, tool="api").artifact_id for depth in (300, 600, 1024)}
+
+        async def session():
+            async with Client(build_server(off)) as client:
+                for depth, aid in ids.items():
+                    got = await client.call_tool("query_artifact", {"artifact_id": aid, "jmespath": "[0]"})
+                    assert not got.is_error, (depth, got.content[0].text)
+                    structured = got.structured_content
+                    assert structured["result"] == "[" * (depth - 1) + "1" + "]" * (depth - 1)
+                    assert "given as its JSON text" in structured["note"]
+                    assert got.content[0].text.count("[") >= depth
+                shallow = off.put([[[i]] for i in range(3000)], tool="api").artifact_id
+                got = await client.call_tool("query_artifact", {"artifact_id": shallow, "jmespath": "[0]"})
+                assert got.structured_content["result"] == [[0]] and "note" not in got.structured_content
+
+        anyio.run(session)
+
+
 def test_a_client_lists_the_tools_and_pages_through_an_artifact_the_cli_stored(tmp_path):
     url = f"sqlite:///{tmp_path / 'store.db'}"
     log = tmp_path / "service.log"

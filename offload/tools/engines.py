@@ -122,12 +122,35 @@ def run_jmespath(doc: Any, expression: str, most: int | None = JMESPATH_MOST) ->
 
 def detached(value: Any) -> Any:
     """A copy of a parsed JSON value that shares no list or dict with it (scalars are immutable and stay
-    shared): what is handed out of a cached document, so that editing it never changes the cache."""
+    shared): what is handed out of a cached document, so that editing it never changes the cache.
+
+    One loop over a stack, not a recursion per level: documents are parsed for queries up to 1,024 levels
+    deep, and a recursive copy of one 500 deep ran out of stack (as fast either way: 0.27 s for 100,000
+    small objects)."""
     if isinstance(value, dict):
-        return {key: detached(item) for key, item in value.items()}
-    if isinstance(value, list):
-        return [detached(item) for item in value]
-    return value
+        root: Any = {}
+    elif isinstance(value, list):
+        root = []
+    else:
+        return value
+    stack = [(value, root)]
+    push = stack.append
+    while stack:
+        source, copy = stack.pop()
+        pairs = source.items() if type(copy) is dict else enumerate(source)
+        if type(copy) is list:
+            copy.extend([None] * len(source))
+        for key, item in pairs:
+            if isinstance(item, dict):
+                child: Any = {}
+                push((item, child))
+            elif isinstance(item, list):
+                child = []
+                push((item, child))
+            else:
+                child = item
+            copy[key] = child
+    return root
 
 
 _NO_FAST_PATH = object()

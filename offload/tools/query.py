@@ -18,7 +18,7 @@ from ..content import parse_json
 from ..content.preview import NEWLINE_SHOWN
 from ..content.shape import find_main
 from ..errors import InvalidArgument, QueryError, QueryTimeout, ResultTooLarge
-from ..jsontext import dumps
+from ..jsontext import dumps, standard_text
 from ..store import Store
 from ..tokens import surely_over
 from .engines import BoundedCache, detached, grep_lines, jmespath_example, run_jmespath
@@ -178,7 +178,11 @@ class QueryRunner:
         text = render_query(response, pieces)
         if surely_over(len(text.encode("utf-8", "surrogatepass")), self.budget) or self.count(text) > self.budget:
             return False
-        return self.count(json.dumps(response, ensure_ascii=False, default=str)) <= self.budget
+        try:
+            structured = json.dumps(response, ensure_ascii=False, default=str)
+        except RecursionError:  # a result nested deeper than the encoder goes: the same text, by a loop
+            structured = standard_text(response)
+        return self.count(structured) <= self.budget
 
     def _response(self, row: dict, op: str, expression: str, result: Any, count: int, next_offset: int | None,
                   args: dict, cut: str | None = None) -> dict:

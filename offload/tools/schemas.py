@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..errors import OffloadError
+from ..jsontext import standard_text
 
 if TYPE_CHECKING:
     from ..offloader import Offloader
@@ -127,7 +128,7 @@ def dispatch(off: "Offloader", name: str, arguments: dict[str, Any] | str | None
             result = off.fetch_slice(session=session, **args)
             return ToolOutput(render_slice(result), result)
         result = off.query_artifact(session=session, **args)
-        return ToolOutput(render_query(result), result)
+        return ToolOutput(render_query(result), _structured(result))
     except OffloadError as exc:
         return error_output(exc.model_message(), exc.code)
     except TypeError as exc:
@@ -136,6 +137,35 @@ def dispatch(off: "Offloader", name: str, arguments: dict[str, Any] | str | None
         log.exception("offload %s failed", name)
         return error_output(f"{name} failed inside offload ({type(exc).__name__}: {exc}); the stored artifact is "
                       "unchanged. Try a smaller request.", "internal_error")
+
+
+# The deepest result the structured form carries as JSON values. MCP's SDK (pydantic) refuses to write
+# JSON more than ~250 levels deep, and orjson 255: a query result 300 deep failed the whole call with
+# "Internal server error", though documents are queried up to 1,024 levels deep.
+STRUCTURED_DEPTH = 200
+
+
+def _structured(result: dict[str, Any]) -> dict[str, Any]:
+    """The query result's structured form: itself, or, when its result is nested deeper than
+    STRUCTURED_DEPTH, with that result as its JSON text (the text form shows the same JSON)."""
+    if "result" not in result or not _deeper_than(result["result"], STRUCTURED_DEPTH):
+        return result
+    note = (f"result is nested more than {STRUCTURED_DEPTH} levels deep, deeper than JSON writers go, so it is "
+            "given as its JSON text")
+    return {**result, "result": standard_text(result["result"]),
+            "note": f"{result['note']}; {note}" if result.get("note") else note}
+
+
+def _deeper_than(value: Any, depth: int) -> bool:
+    """Whether lists and dicts nest in `value` more than `depth` levels deep (a loop, not a recursion)."""
+    stack = [(value, 0)]
+    while stack:
+        item, level = stack.pop()
+        if isinstance(item, (list, dict)):
+            if level >= depth:
+                return True
+            stack.extend((inner, level + 1) for inner in (item.values() if isinstance(item, dict) else item))
+    return False
 
 
 def arguments_object(arguments: Any) -> dict[str, Any] | str:
@@ -199,8 +229,14 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 
 def encode_item(value: Any) -> str:
     """One element of a result as JSON text. A lone surrogate (a JavaScript string cut inside an emoji)
-    is written as its escape, as JSON allows: text holding it raw cannot be sent as UTF-8."""
-    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", _encode(value))
+    is written as its escape, as JSON allows: text holding it raw cannot be sent as UTF-8. An element
+    nested deeper than the encoder goes (documents are queried up to 1,024 levels) is written by
+    `jsontext.standard_text`, the same text at any depth."""
+    try:
+        text = _encode(value)
+    except RecursionError:
+        text = standard_text(value)
+    return _SURROGATE.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
 
 
 def render_query(result: dict[str, Any], pieces: list[str] | None = None) -> str:
