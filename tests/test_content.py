@@ -221,6 +221,17 @@ def test_nan_and_infinity_stay_json_and_are_shown_as_such():
     assert o200k(preview.text) <= 300
 
 
+def test_numbers_beyond_a_double_stay_json_and_are_shown_as_written():
+    # orjson refuses 1e400 ("number is infinity when parsed as double") and the document became text,
+    # with no note: JMESPath, SQL and item pages all refused it
+    data = b'{"rows": [' + b",".join(b'{"x": 1e400, "y": -2E+999, "i": %d}' % i for i in range(3000)) + b"]}"
+    found = detect(data)
+    assert found.kind == "json" and found.notes == []
+    assert found.doc["rows"][7] == {"x": float("inf"), "y": float("-inf"), "i": 7}
+    preview = build_preview(found, data, 300, o200k)
+    assert '{"x": Infinity, "y": -Infinity, "i": 0}' in preview.text and o200k(preview.text) <= 300  # as read
+
+
 def test_only_newlines():
     data = b"\n" * 1_000_000
     found = detect(data)

@@ -119,8 +119,10 @@ def parse_json(data: bytes) -> Any:
                 return json.loads(data.decode("utf-8"))
             except (RecursionError, ValueError):  # deeper than json.loads goes: orjson's reading it is
                 return doc
-        # what orjson refuses and Python's json reads: NaN and Infinity, lone surrogate escapes ("\ud83d")
-        if b"NaN" in data or b"Infinity" in data or _SURROGATE_ESCAPE.search(data):
+        # what orjson refuses and Python's json reads: NaN and Infinity, lone surrogate escapes ("\ud83d"),
+        # numbers beyond a double (1e400, which Python reads as inf)
+        if (b"NaN" in data or b"Infinity" in data or _SURROGATE_ESCAPE.search(data)
+                or "infinity when parsed" in first_error.msg):
             try:
                 return json.loads(data.decode("utf-8"))
             except RecursionError:
