@@ -248,6 +248,26 @@ def test_grep_numbers_lines_like_fetch_slice_with_context_and_paging(off, log_re
     assert tail["result"] == [f"{len(lines) - 2}: {lines[-2]}", f"{len(lines) - 1}: {lines[-1]}"]
 
 
+def test_grep_reads_crlf_lines_as_the_preview_shows_them(off):
+    """`ok$` matched none of 20,000 lines ending in "ok\r\n", a confident count of 0, and matches came back
+    with the CR: grep now sees lines as the preview does, without it. fetch_slice keeps it (exact bytes)."""
+    from offload.store.chunking import CHUNK_SIZE, chunk_bytes
+
+    ref = off.put("".join(f"req {i} ok\r\n" for i in range(20_000)), tool="cat")
+    assert any("grep show lines without the CR" in note for note in ref.notes)
+    ended = off.query_artifact(ref.artifact_id, grep=r"ok$", limit=2, context=1)
+    assert ended["count"] == 20_000
+    assert ended["result"] == ["0: req 0 ok", "1: req 1 ok"]
+    assert off.query_artifact(ref.artifact_id, grep=r"^req 7 ok$")["count"] == 1
+    assert off.fetch_slice(ref.artifact_id, offset=0, limit=1)["content"] == "req 0 ok\r"
+    # a CRLF cut by the chunk boundary: the CR ends one chunk, the LF starts the next
+    head = "x" * (CHUNK_SIZE - len("long ok\r")) + "long ok\r"
+    data = head + "\nshort ok\r\n"
+    assert bytes(next(chunk_bytes(data.encode())).data).endswith(b"long ok\r")
+    split = off.put(data, tool="cat")
+    assert off.query_artifact(split.artifact_id, grep=r"ok$")["count"] == 2
+
+
 def test_grep_bad_and_catastrophic_patterns(off, store_url):
     ref = off.process("read", ("a" * 4000 + "b\n") * 300)
     with pytest.raises(QueryError):

@@ -210,7 +210,8 @@ def detect(data: bytes, tool: str | None = None, *, bad_bytes: int | None = None
     if data.startswith(_BOM):
         notes.append("starts with a UTF-8 byte order mark")
     if _mostly_crlf(data):
-        notes.append("Windows (CRLF) line endings; lines are shown without the CR")
+        notes.append("Windows (CRLF) line endings; the preview and grep show lines without the CR, "
+                     "fetch_slice pages keep it")
     if b"\x00" in data:
         notes.append(_nul_note(data))
     if data.isspace():
