@@ -154,6 +154,20 @@ def test_hint_results_on_a_big_array_are_exact_or_absent():
         assert summary == (f"{len(result):,} items" if isinstance(result, list) else f"{result:,}")
 
 
+def test_a_document_that_gives_a_key_twice_is_not_shown_as_complete():
+    """A parser keeps the last value of a key given twice: {"items": [5,000 items], "items": []} parsed to
+    {"items": []}, shown "complete" as if the result were empty."""
+    data = ('{"items": [' + ",".join('{"id": %d}' % i for i in range(5000)) + '], "items": []}').encode()
+    preview = build_preview(detect(data), data, 800, o200k)
+    assert preview.truncated and 'the earlier values of "items"' in preview.omitted
+    small = b'{"a": 1,' + b" " * 20_000 + b'"a": 2}'  # too big to show as it is, its parse small
+    preview = build_preview(detect(small), small, 300, o200k)
+    assert preview.truncated and 'the earlier values of "a"' in preview.omitted
+    pretty = json.dumps({"rows": [{"id": i, "tags": ["x"]} for i in range(40)]}, indent=8).encode()
+    preview = build_preview(detect(pretty), pretty, 1500, o200k)  # whitespace: complete, as before
+    assert not preview.truncated and preview.omitted == "" and o200k(preview.text) <= 1500
+
+
 def test_quoted_field_names_in_hints():
     rows = [{"content-type": "text/html" if i % 9 else "application/pdf", "http status": 200 + i % 3,
              "id": i} for i in range(5000)]

@@ -132,6 +132,39 @@ def parse_json(data: bytes) -> Any:
         raise InvalidJSON(first_error.msg, _byte_offset(data, first_error.pos)) from None
 
 
+# Bytes up to which `repeated_keys` reads a document again to find keys given twice (a Python parse with a
+# hook per object: ~0.1 s a MB).
+REPEATS_CHECKED = 16 << 20
+
+
+def repeated_keys(data: bytes) -> list[str] | None:
+    """The keys some object of the JSON document `data` gives more than once (each once, in the order
+    met; at most 10), or None when the document is too big (REPEATS_CHECKED) or too deep to read again.
+
+    Every JSON parser keeps one value of such a key, the last; the bytes hold them all. So the parsed
+    document can be a small part of its bytes: `{"items": [5,000 items], "items": []}` parses to
+    `{"items": []}`, which a preview would show whole, as if that were all there is.
+    """
+    if len(data) > REPEATS_CHECKED:
+        return None
+    found: dict[str, None] = {}
+
+    def pairs_of(pairs: list[tuple[str, Any]]) -> dict:
+        if len(pairs) > 1:
+            seen: set[str] = set()
+            for key, _ in pairs:
+                if key in seen and len(found) < 10:
+                    found[key] = None
+                seen.add(key)
+        return dict(pairs)
+
+    try:
+        json.loads(data.removeprefix(_BOM), object_pairs_hook=pairs_of)
+    except (RecursionError, ValueError):
+        return None
+    return list(found)
+
+
 _SURROGATE_ESCAPE = re.compile(rb"\\[uU][dD][89a-fA-F]")
 
 

@@ -7,16 +7,17 @@ an exact account of what it leaves out, plus the shape and the verified JMESPath
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 from offload.content.binary import describe_binary
-from offload.content.detect import Detected
+from offload.content.detect import Detected, repeated_keys
 from offload.content.hints import build_hints
 from offload.content.jsonview import render_json
 from offload.content.grep import grep_preview
 from offload.content.lines import LineView, clip_to_budget, nul_separated, text_preview
 from offload.content.shape import MainCollection, describe_json, find_main
 from offload.content.table import describe_table
+from offload.jsontext import dumps
 
 __all__ = ["NUL_SHOWN", "Preview", "build_preview"]
 
@@ -143,9 +144,31 @@ def _json(detected: Detected, data: bytes, budget: int, count: Callable[[str], i
         parts.append(f"{label} {first:,}–{last:,} of {where} ({view.omitted_entries:,} of {view.total:,}"
                      f" {unit}) not shown")
     parts += view.cuts.describe()
+    if not parts:  # the parsed document fits where its bytes did not: whitespace, or keys given twice
+        parts = _shadowed(data, doc)
     omitted = "; ".join(parts)
     return Preview(view.text, bool(omitted), omitted, shape, hints, extra,
                    view.total - view.omitted_entries, view.total)
+
+
+def _shadowed(data: bytes, doc: Any) -> list[str]:
+    """What the parsed document leaves out of its bytes, said when the preview shows it whole: the values
+    of keys given twice in an object, of which a parser keeps the last (see `repeated_keys`)."""
+    repeated = repeated_keys(data)
+    if repeated is None:  # too big to read again: a parsed document far smaller than its text may hide them
+        dense, parsed = len(data.translate(None, b" \t\r\n")), len(dumps(doc))
+        if dense <= 2 * parsed + 1024:
+            return []
+        return [f"the parsed document is {parsed:,} bytes as compact JSON, its text {dense:,} without whitespace: "
+                "it may give keys more than once in an object, and a parser keeps only the last value; all of "
+                "the text is stored (fetch_slice pages it by lines or bytes, grep searches it)"]
+    if not repeated:
+        return []
+    names = ", ".join(f'"{key}"' for key in repeated)
+    return [f"the earlier values of {names}, which an object of the document gives more than once: a parser "
+            "keeps only the last, and that is what this preview, the shape, the hints and JMESPath and SQL "
+            "see; the earlier ones are in the stored text (fetch_slice pages it by lines or bytes, grep "
+            "searches it)"]
 
 
 def _ndjson(detected: Detected, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
