@@ -268,6 +268,19 @@ def test_grep_reads_crlf_lines_as_the_preview_shows_them(off):
     assert off.query_artifact(split.artifact_id, grep=r"ok$")["count"] == 2
 
 
+def test_a_page_past_the_last_result_says_where_the_results_are(off):
+    from offload.tools.schemas import dispatch
+
+    ref = off.put("".join(f"req {i} ok\n" for i in range(20_000)), tool="cat")
+    past = dispatch(off, "query_artifact", {"artifact_id": ref.artifact_id, "grep": "ok", "offset": 30_000}).text
+    assert past.startswith("(none at this offset)") and "the 20,000 are at offsets 0–19,999" in past
+    none = dispatch(off, "query_artifact", {"artifact_id": ref.artifact_id, "grep": "nothing like it"}).text
+    assert none.startswith("(no match)") and "none at this offset" not in none
+    aid = off.put([{"a": i} for i in range(3000)], tool="api").artifact_id
+    past = dispatch(off, "query_artifact", {"artifact_id": aid, "jmespath": "[].a", "offset": 5000}).text
+    assert "the 3,000 are at offsets 0–2,999" in past
+
+
 def test_grep_bad_and_catastrophic_patterns(off, store_url):
     ref = off.process("read", ("a" * 4000 + "b\n") * 300)
     with pytest.raises(QueryError):

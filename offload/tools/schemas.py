@@ -247,12 +247,14 @@ def render_query(result: dict[str, Any], pieces: list[str] | None = None) -> str
         return result.get("text") or json.dumps(result)
     value = result["result"]
     if result["kind"] == "grep":
-        body = "\n".join(value) if value else "(no match)"
+        body = "\n".join(value) if value else "(no match)" if not result["count"] else "(none at this offset)"
     elif isinstance(value, list) and value:
         body = "[\n" + ",\n".join(pieces if pieces is not None else map(encode_item, value)) + "\n]"
     else:
         body = encode_item(value)
     notes = [f"{result['count']:,} result(s)"]
+    if isinstance(value, list) and not value and result["count"]:  # "(no match)" beside 50,000 of them
+        notes.append(f"none at this offset: the {result['count']:,} are at offsets 0–{result['count'] - 1:,}")
     if result.get("note"):  # grep over NUL-separated entries says what its numbers count
         notes.append(result["note"])
     if result.get("cut"):
