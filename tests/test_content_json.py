@@ -168,6 +168,15 @@ def test_a_document_that_gives_a_key_twice_is_not_shown_as_complete():
     assert not preview.truncated and preview.omitted == "" and o200k(preview.text) <= 1500
 
 
+def test_hints_never_quote_a_control_character():
+    # `[?status=='a\x00b']` reached the model with a raw NUL in it
+    for odd in ("a\x00b", "a\tb", "a\rb"):
+        doc = [{"id": i, "status": odd if i % 50 == 0 else "ok"} for i in range(3000)]
+        data = json.dumps(doc).encode()
+        preview = build_preview(detect(data), data, 800, o200k)
+        assert preview.hints and not any(not hint.isprintable() for hint in preview.hints), preview.hints
+
+
 def test_quoted_field_names_in_hints():
     rows = [{"content-type": "text/html" if i % 9 else "application/pdf", "http status": 200 + i % 3,
              "id": i} for i in range(5000)]

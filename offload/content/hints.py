@@ -140,8 +140,9 @@ def _rarest(values: dict[str, int]) -> str:
 
 
 def _literal(value: Any) -> str:
-    """A JMESPath raw string literal, or "" for a value that would need escaping."""
-    if not isinstance(value, str) or not value or any(c in value for c in "'\\`\n"):
+    """A JMESPath raw string literal, or "" for a value that would need escaping, or that holds a control
+    character (a NUL or tab copied into a hint reaches the model raw, and may not survive being typed back)."""
+    if not isinstance(value, str) or not value or any(c in value for c in "'\\`") or not value.isprintable():
         return ""
     return f"'{value}'"
 
