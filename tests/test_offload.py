@@ -967,8 +967,12 @@ def test_numpy_arrays_and_sets_are_stored_as_their_contents_not_their_abbreviate
              "tags": {"only"}, "deep": _nested(1_500) + [np.arange(3)], "scalar": np.int64(7)}
     ref = off.process("api", value)
     assert isinstance(ref, Reference) and ref.stored, ref
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 10_000))
-    stored = json.loads(raw(off, ref.artifact_id))
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(10_000)
+    try:
+        stored = json.loads(raw(off, ref.artifact_id))
+    finally:
+        sys.setrecursionlimit(limit)
     assert stored["a"] == list(range(100_000)) and stored["column"] == list(range(3, 200_000, 200))
     assert stored["words"] == ["x", None] * 3 and stored["tags"] == ["only"] and stored["scalar"] == 7
     assert stored["deep"][-1] == [0, 1, 2]
