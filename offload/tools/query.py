@@ -143,7 +143,16 @@ class QueryRunner:
             return SqlTable.from_csv(data, delimiter=delimiter)
         if row["kind"] == "ndjson":
             return SqlTable.from_rows_ndjson(data)
-        return SqlTable.from_json_array(self.items_of(row, None))  # the main array the reference named
+        doc = self.document(row)
+        main = find_main(doc)
+        if not isinstance(main.value, list):
+            what = (f"an object of {len(main.value):,} keys" if isinstance(main.value, dict)
+                    else f"a {type(main.value).__name__}")
+            raise InvalidArgument(
+                f"SQL reads the main array of a JSON artifact as its table, and {row['id']} has none: its main "
+                f"value (`{main.path}`) is {what}. Query it with jmespath instead, e.g. "
+                f"query_artifact(artifact_id=\"{row['id']}\", jmespath={json.dumps(jmespath_example(doc))}).")
+        return SqlTable.from_json_array(main.value)  # the main array the reference named
 
     # -- the three kinds of query -----------------------------------------------------------
 
