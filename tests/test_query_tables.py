@@ -1,4 +1,5 @@
-"""SQL over tabular artifacts: what it cannot read, it says how to query instead, with arguments it takes."""
+"""SQL reads a tabular artifact as its reference describes it, with the delimiter detection found; and what
+it cannot read, it says how to query instead, with arguments it takes."""
 
 from __future__ import annotations
 
@@ -14,6 +15,27 @@ from offload.tools.schemas import QUERY_ARTIFACT_SCHEMA, dispatch
 def off(sqlite_url):
     with Offloader(sqlite_url) as offloader:
         yield offloader
+
+
+def sql(off: Offloader, artifact_id: str, query: str) -> list[dict]:
+    return off.query_artifact(artifact_id, sql=query)["result"]
+
+
+# -- A: the delimiter detection found -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("delimiter", ["\t", ",", ";", "|"])
+def test_sql_reads_every_delimiter_detection_reports(off, delimiter):
+    # a field holding each other delimiter, as a decimal comma does in a semicolon-separated export
+    others = "".join(d for d in "\t,;|" if d != delimiter).replace("\t", " ")
+    fields = ["id", "price", "name"]
+    text = delimiter.join(fields) + "\n" + "".join(
+        delimiter.join([str(i), f"{i}{others}5", f"item{i}"]) + "\n" for i in range(3000))
+    ref = off.put(text, tool="export")
+    assert (ref.kind, ref.shape["delimiter"], ref.shape["rows"]) == ("csv", delimiter, 3000)
+    assert sql(off, ref.artifact_id, "SELECT count(*) AS n FROM artifact") == [{"n": 3000}]
+    assert sql(off, ref.artifact_id, "SELECT * FROM artifact WHERE id = 7") == [
+        {"id": 7, "price": f"7{others}5", "name": "item7"}]
 
 
 # -- E: advice the model can follow --------------------------------------------------------------

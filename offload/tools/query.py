@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..content import parse_json
+from ..content.detect import _sniff_delimiter as sniff_delimiter
 from ..content.preview import NEWLINE_SHOWN
 from ..content.shape import find_main
 from ..errors import InvalidArgument, QueryError, QueryTimeout, ResultTooLarge
@@ -139,7 +140,10 @@ class QueryRunner:
         from .sql import SqlTable  # DuckDB loads on the first SQL query only
 
         if row["kind"] == "csv":
-            delimiter = "\t" if row["content_type"] == "text/tab-separated-values" else ","
+            # the delimiter detection found and the shape names (`;` and `|` too): found again from the
+            # bytes alone, as the table is cached by them
+            tsv = row["content_type"] == "text/tab-separated-values"
+            delimiter = sniff_delimiter(data) or ("\t" if tsv else ",")
             return SqlTable.from_csv(data, delimiter=delimiter)
         if row["kind"] == "ndjson":
             return SqlTable.from_rows_ndjson(data)
