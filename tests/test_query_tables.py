@@ -1,5 +1,6 @@
-"""SQL reads a tabular artifact as its reference describes it, with the delimiter detection found; and what
-it cannot read, it says how to query instead, with arguments it takes."""
+"""SQL reads a tabular artifact as its reference describes it: the delimiter detection found, the shape's
+rows, names and NULLs, every row and value of a ragged CSV; and what it cannot read, it says how to query
+instead, with arguments it takes."""
 
 from __future__ import annotations
 
@@ -36,6 +37,80 @@ def test_sql_reads_every_delimiter_detection_reports(off, delimiter):
     assert sql(off, ref.artifact_id, "SELECT count(*) AS n FROM artifact") == [{"n": 3000}]
     assert sql(off, ref.artifact_id, "SELECT * FROM artifact WHERE id = 7") == [
         {"id": 7, "price": f"7{others}5", "name": "item7"}]
+
+
+# -- B: names that differ only in case ------------------------------------------------------------------
+
+
+def test_csv_header_names_differing_only_in_case_are_the_shapes(off):
+    ref = off.put("Name,name,a,a\n" + "".join(f"{i},{-i},{i},{i * 2}\n" for i in range(3000)), tool="export")
+    names = list(ref.shape["columns"])
+    assert names == ["Name (1)", "name (2)", "a", "a (2)"]
+    row = sql(off, ref.artifact_id, "SELECT * FROM artifact WHERE \"Name (1)\" = 3")
+    assert row == [{"Name (1)": 3, "name (2)": -3, "a": 3, "a (2)": 6}]
+
+
+# -- C: ragged rows --------------------------------------------------------------------------------
+
+
+def test_a_ragged_csv_keeps_every_row_and_value_and_names_the_lines(off):
+    lines = ["id,v"] + [f"{i},{i}" + (",extra" if i == 2500 else "") for i in range(3000)]
+    lines[11] = "10"  # one field short
+    ref = off.put("\n".join(lines) + "\n", tool="export")
+    out = dispatch(off, "query_artifact", {"artifact_id": ref.artifact_id, "sql": "SELECT count(*) AS n FROM artifact"})
+    assert not out.is_error and out.structured["result"] == [{"n": 3000}]
+    note = out.structured["note"]
+    assert len(note) < 400, note
+    assert "(line 2,501)" in note and '"column_2"' in note and "(line 11)" in note and "fetch_slice" in note
+    assert sql(off, ref.artifact_id, "SELECT id, v, column_2 FROM artifact WHERE column_2 IS NOT NULL OR v IS NULL "
+                                     "ORDER BY id") == [{"id": 10, "v": None, "column_2": None},
+                                                        {"id": 2500, "v": 2500, "column_2": "extra"}]
+    assert off.fetch_slice(ref.artifact_id, offset=2501, limit=1)["content"] == "2500,2500,extra"
+
+
+def test_lines_starting_with_a_hash_are_rows(off):
+    # DuckDB's sniffer took them for comments in a table of up to ~500 rows, and dropped them
+    text = "id,v\n" + "".join(f"{'#' if i % 10 == 1 else ''}{i},{i}\n" for i in range(500))
+    ref = off.put(text, tool="export")
+    assert ref.shape["rows"] == 500
+    assert sql(off, ref.artifact_id, "SELECT count(*) AS n, count(*) FILTER (id LIKE '#%') AS hashed "
+                                     "FROM artifact") == [{"n": 500, "hashed": 50}]
+
+
+# -- D: the shape and SQL agree --------------------------------------------------------------------
+
+
+def test_a_stray_quote_is_a_plain_character_for_the_shape_and_sql(off):
+    ref = off.put("id\tnote\n" + "".join(f'{i}\t"{i} inch\n' for i in range(4000)), tool="export")
+    assert ref.shape["rows"] == 4000 and ref.shape["quoting"] == "none"
+    assert "4,000 rows × 2 columns (tab-separated, header row, quotes as plain text)" in ref.render()
+    assert sql(off, ref.artifact_id, "SELECT count(*) AS n, max(note) FILTER (id = 7) AS seven FROM artifact") == [
+        {"n": 4000, "seven": '"7 inch'}]
+
+
+def test_well_formed_quotes_still_quote(off):
+    ref = off.put("id,note\n" + "".join(f'{i},"a, b\n""c"""\n' for i in range(3000)), tool="export")
+    assert ref.shape["rows"] == 3000 and "quoting" not in ref.shape
+    assert sql(off, ref.artifact_id, "SELECT count(*) AS n, max(note) AS note FROM artifact") == [
+        {"n": 3000, "note": 'a, b\n"c"'}]
+
+
+def test_a_quote_beside_a_space_is_read_as_the_shape_reads_it(off):
+    # DuckDB alone trims the space and reads 'x'; the shape (Python's csv) keeps ' "x"' as the value
+    ref = off.put("id,v\n" + "".join(f'{i}, "x{i}"\n' for i in range(3000)), tool="export")
+    assert ref.shape["rows"] == 3000
+    assert sql(off, ref.artifact_id, "SELECT v FROM artifact WHERE id = 3") == [{"v": ' "x3"'}]
+
+
+def test_null_counts_are_what_sql_reads_as_null(off):
+    values = ["", "NA", "null", "  ", "1.5", "NaN"]
+    ref = off.put("id,v\n" + "".join(f"{i},{values[i % 6]}\n" for i in range(3000)), tool="export")
+    column = ref.shape["columns"]["v"]
+    assert column["nulls"] == 500 and column["null_like"] == {"NA": 500, "null": 500}
+    counts = sql(off, ref.artifact_id, "SELECT count(*) - count(v) AS nulls, count(*) FILTER (v = 'NA') AS na "
+                                       "FROM artifact")
+    assert counts == [{"nulls": 500, "na": 500}]
+    assert re.search(r'v: string \(500 null, 500 text "(NA|null)", 500 text "(NA|null)"\)', ref.render())
 
 
 # -- E: advice the model can follow --------------------------------------------------------------

@@ -471,13 +471,18 @@ def _quote(value: str) -> str:
 def _render_table(shape: dict, width: int) -> str:
     columns = shape.get("columns", {})
     delimiter = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe"}.get(shape.get("delimiter"), "?")
-    head = f"table: {shape.get('rows', 0):,} rows × {len(columns):,} columns ({delimiter}-separated, header row)"
+    quoting = ", quotes as plain text" if shape.get("quoting") == "none" else ""
+    head = (f"table: {shape.get('rows', 0):,} rows × {len(columns):,} columns ({delimiter}-separated, header row"
+            f"{quoting})")
     if shape.get("sampled"):
         head += f"; types from the first {shape['sampled']:,} rows"
     parts = []
     for name, column in columns.items():
         sample = " in sample" if column.get("nulls_from") == "sample" else ""
-        nulls = f" ({column['nulls']:,} null{sample})" if column.get("nulls") else ""
+        # nulls are empty fields (SQL's NULLs); null-like text such as "NA" is counted apart, as SQL reads it
+        counts = [f"{column['nulls']:,} null"] if column.get("nulls") else []
+        counts += [f"{n:,} text {_quote(text)}" for text, n in list(column.get("null_like", {}).items())[:2]]
+        nulls = f" ({', '.join(counts)}{sample})" if counts else ""
         parts.append(f"{name}: {column['type']}{nulls}")
     lines, line = [head], "columns:"
     for part in parts:

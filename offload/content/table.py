@@ -3,7 +3,8 @@
 Rows are counted exactly (a quoted field may span lines, so rows are not lines); types are inferred
 from the first rows when the table is big, and the shape says how many. Null counts are exact up to
 EXACT_NULLS_CHARS of text (a full parse, ~50 ms a MB); above, they come from the same first rows and
-say so.
+say so. The SQL table (tools/sql.py) reads the text with this module's rules (`read_layout`, `records`,
+`column_names`), so that its rows, names and NULLs are the ones the shape states.
 """
 
 from __future__ import annotations
@@ -11,50 +12,135 @@ from __future__ import annotations
 import csv
 import io
 import re
+from collections import Counter
+from dataclasses import dataclass
 from itertools import islice, zip_longest
+from typing import Iterator
 
 import numpy as np
 
-__all__ = ["describe_table"]
+__all__ = ["Layout", "column_names", "describe_table", "read_layout", "records"]
 
 TYPE_SAMPLE = 2000
 EXACT_NULLS_CHARS = 1 << 20
 _NULL_BLOCK = 10_000  # rows turned into columns at a time
 MAX_COLUMNS = 50
-_NULLS = frozenset({"", "null", "NULL", "Null", "None", "NA", "N/A", "n/a", "NaN", "nan"})
+QUOTE = '"'
+# Text that often stands for a missing value. SQL reads it as text (only an empty field is NULL), so the
+# shape counts it apart from the nulls, by its exact spelling.
+_NULL_LIKE = frozenset({"null", "NULL", "Null", "None", "NA", "N/A", "n/a"})
 _PATTERNS = (
     ("integer", re.compile(r"[+-]?\d+")),
-    ("float", re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|Infinity)")),
+    ("float", re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|Infinity)|NaN|nan")),
     ("bool", re.compile(r"(?i:true|false)")),
     ("date", re.compile(r"\d{4}-\d{2}-\d{2}")),
     ("datetime", re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")),
 )
+# What csv.reader(strict=True) says of a quote that does not quote: text after a closing one, or none.
+_QUOTING_ERROR = re.compile(r"expected after '\"'|unexpected end of data")
 # A column of integers and floats is a float column; of dates and datetimes, a datetime column.
 _WIDER = {frozenset({"integer", "float"}): "float", frozenset({"date", "datetime"}): "datetime"}
 
 
+@dataclass(frozen=True)
+class Layout:
+    """How a CSV/TSV text is read, by its shape and by SQL alike."""
+
+    delimiter: str
+    quote: str  # '"': a field may be quoted (RFC 4180, "" inside); "": every " is a plain character
+    rows: int  # records after the header; a blank line is no record
+
+
+def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
+    """The quoting the whole text parses with, and its row count.
+
+    Quotes quote (RFC 4180) when every quoted field of the text is well formed; when one is not (a field
+    opening with a stray `"`, an inch mark, whose closing quote is not followed by a delimiter or a line
+    end), every `"` is a plain character instead, as DuckDB's own sniffer would read it. Reading such a
+    quote as an opening one would swallow the lines up to the next `"`, half the rows of a column of
+    `"12 inch` values.
+    """
+    if QUOTE in text:
+        try:
+            return Layout(delimiter, QUOTE, max(0, sum(1 for row in reader(text, delimiter, QUOTE) if row) - 1))
+        except csv.Error as exc:
+            if not _QUOTING_ERROR.search(str(exc)):
+                raise  # a field over csv's size limit, say: no sign of stray quotes
+            return Layout(delimiter, "", _line_rows(data))
+    return Layout(delimiter, QUOTE, _line_rows(data))
+
+
+def reader(text: str, delimiter: str, quote: str):
+    """A csv.reader with a layout's rules (strict: a quoted field must end where a field ends)."""
+    if quote:
+        return csv.reader(io.StringIO(text), delimiter=delimiter, quotechar=quote, strict=True)
+    return csv.reader(io.StringIO(text), delimiter=delimiter, quoting=csv.QUOTE_NONE)
+
+
+def records(text: str, layout: Layout) -> Iterator[tuple[int, list[str]]]:
+    """Each record, the header first, with the 0-based line it starts on (as fetch_slice numbers lines);
+    blank lines are skipped."""
+    rows = reader(text, layout.delimiter, layout.quote)
+    line = 0
+    for row in rows:
+        if row:
+            yield line, row
+        line = rows.line_num
+
+
+def column_names(header: list[str]) -> list[str]:
+    """The columns' names: each header field stripped (an empty one `column_N`, N its 0-based position).
+    A name repeating an earlier one is suffixed ` (2)`, ` (3)`…; names equal but for case are all
+    suffixed ` (1)`, ` (2)`…, because SQL names ignore case: `name` would read the column of `Name`."""
+    stripped = [(name.lstrip("\ufeff") if position == 0 else name).strip() or f"column_{position}"
+                for position, name in enumerate(header)]
+    groups: dict[str, list[int]] = {}
+    for position, name in enumerate(stripped):
+        groups.setdefault(name.lower(), []).append(position)
+    taken = set(groups)
+    names = list(stripped)
+    for positions in groups.values():
+        if len(positions) == 1:
+            continue
+        cased = len({stripped[p] for p in positions}) > 1  # repeats keep the first as it is
+        for n, position in enumerate(positions if cased else positions[1:], 1 if cased else 2):
+            name = stripped[position]
+            while f"{name} ({n})".lower() in taken:
+                n += 1
+            names[position] = f"{name} ({n})"
+            taken.add(names[position].lower())
+    return names
+
+
 def describe_table(data: bytes, text: str, delimiter: str) -> dict:
-    """The table's shape: {"type": "table", "rows", "delimiter", "columns": {name: {type, nulls}}}."""
-    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
-    header = next(reader, [])
-    sample = [row for row in islice(reader, TYPE_SAMPLE + 1) if row]
+    """The table's shape: {"type": "table", "rows", "delimiter", "columns": {name: {type, nulls}}}, and
+    "quoting": "none" when quotes are plain characters (`read_layout`)."""
+    layout = read_layout(data, text, delimiter)
+    rows = (row for _, row in records(text, layout))
+    header = next(rows, [])
+    sample = list(islice(rows, TYPE_SAMPLE + 1))
     sampled = len(sample) > TYPE_SAMPLE
     sample = sample[:TYPE_SAMPLE]
-    rows = _row_count(data, text, delimiter)
-    names = _unique(header)
+    names = column_names(header)
     width = min(len(names), MAX_COLUMNS)
-    nulls = _null_counts(text, delimiter, width) if sampled and len(text) <= EXACT_NULLS_CHARS else None
+    counts = _null_counts(text, layout, width) if sampled and len(text) <= EXACT_NULLS_CHARS else None
     columns: dict[str, dict] = {}
     for index, name in enumerate(names[:width]):
         values = [row[index] if index < len(row) else "" for row in sample]
         columns[name] = column = _column(values)
-        if nulls is not None:
+        if counts is not None:
             column.pop("nulls", None)
-            if nulls[index]:
-                column["nulls"] = nulls[index]
-        elif sampled and "nulls" in column:
+            column.pop("null_like", None)
+            nulls, null_like = counts[index]
+            if nulls:
+                column["nulls"] = nulls
+            if null_like:
+                column["null_like"] = dict(null_like.most_common())
+        elif sampled and ("nulls" in column or "null_like" in column):
             column["nulls_from"] = "sample"
-    shape: dict = {"type": "table", "rows": rows, "delimiter": delimiter, "columns": columns}
+    shape: dict = {"type": "table", "rows": layout.rows, "delimiter": delimiter, "columns": columns}
+    if not layout.quote:
+        shape["quoting"] = "none"
     if len(names) > MAX_COLUMNS:
         shape["more_columns"] = len(names) - MAX_COLUMNS
     if sampled:
@@ -62,28 +148,26 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
     return shape
 
 
-def _null_counts(text: str, delimiter: str, width: int) -> list[int]:
-    """Null values in each of the first `width` columns over every row (a missing field is a null)."""
-    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
-    next(reader, None)
-    counts = [0] * width
-    while rows := list(islice(reader, _NULL_BLOCK)):
-        block = [row for row in rows if row]  # a blank line is no row
-        if not block:
-            continue
+def _null_counts(text: str, layout: Layout, width: int) -> list[tuple[int, Counter]]:
+    """For each of the first `width` columns over every row: its nulls (empty or missing fields, what SQL
+    reads as NULL) and its null-like text (`_NULL_LIKE`), by spelling."""
+    rows = (row for _, row in records(text, layout))
+    next(rows, None)
+    counts = [(0, Counter()) for _ in range(width)]
+    while block := list(islice(rows, _NULL_BLOCK)):
         # a block's columns at once, and each counted by C built-ins: no Python call per value
         for index, column in zip(range(width), zip_longest(*block, fillvalue="")):
-            counts[index] += sum(map(_NULLS.__contains__, map(str.strip, column)))
+            nulls, null_like = counts[index]
+            null_like.update(filter(_NULL_LIKE.__contains__, column))
+            counts[index] = (nulls + column.count(""), null_like)
         for index in range(max(map(len, block)), width):  # columns no row of the block reaches
-            counts[index] += len(block)
+            counts[index] = (counts[index][0] + len(block), counts[index][1])
     return counts
 
 
-def _row_count(data: bytes, text: str, delimiter: str) -> int:
-    """Data rows, exactly: records after the header, blank lines not counted (as csv.reader does)."""
-    if '"' in text:
-        return max(0, sum(1 for row in csv.reader(io.StringIO(text), delimiter=delimiter) if row) - 1)
-    # No quotes: a record is a non-blank line, counted with a C-speed pass instead of a parse.
+def _line_rows(data: bytes) -> int:
+    """Data rows of a text read without quoting: its non-blank lines after the header, counted with a
+    C-speed pass instead of a parse."""
     buffer = np.frombuffer(data, dtype=np.uint8)
     newlines = np.flatnonzero(buffer == 10)
     starts = np.concatenate(([0], newlines + 1))
@@ -95,25 +179,15 @@ def _row_count(data: bytes, text: str, delimiter: str) -> int:
     return max(0, int(len(starts) - np.count_nonzero(blank)) - 1)
 
 
-def _unique(header: list[str]) -> list[str]:
-    seen: dict[str, int] = {}
-    names = []
-    for position, name in enumerate(header):
-        name = name.strip() or f"column_{position}"
-        if name in seen:
-            seen[name] += 1
-            name = f"{name} ({seen[name]})"
-        else:
-            seen[name] = 1
-        names.append(name)
-    return names
-
-
 def _column(values: list[str]) -> dict:
-    nulls = sum(1 for value in values if value.strip() in _NULLS)
-    present = [value.strip() for value in values if value.strip() not in _NULLS]
+    """A column's type and null counts from its values. The type leaves out nulls and null-like text;
+    a value is read as SQL reads it, spaces included (" 2" is text)."""
+    nulls = values.count("")
+    null_like = Counter(filter(_NULL_LIKE.__contains__, values))
     kinds = set()
-    for value in present:
+    for value in values:
+        if value == "" or value in _NULL_LIKE:
+            continue
         kind = next((name for name, pattern in _PATTERNS if pattern.fullmatch(value)), "string")
         kinds.add(kind)
         if kind == "string":
@@ -124,7 +198,9 @@ def _column(values: list[str]) -> dict:
         column_type = kinds.pop()
     else:
         column_type = _WIDER.get(frozenset(kinds), "string")
-    column = {"type": column_type}
+    column: dict = {"type": column_type}
     if nulls:
         column["nulls"] = nulls
+    if null_like:
+        column["null_like"] = dict(null_like.most_common())
     return column

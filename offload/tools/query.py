@@ -198,7 +198,7 @@ class QueryRunner:
         return self.count(structured) <= self.budget
 
     def _response(self, row: dict, op: str, expression: str, result: Any, count: int, next_offset: int | None,
-                  args: dict, cut: str | None = None) -> dict:
+                  args: dict, cut: str | None = None, note: str | None = None) -> dict:
         nxt = None
         if next_offset is not None:
             # the exact following call: the same arguments, with defaults (no limit, no context) left out
@@ -208,6 +208,8 @@ class QueryRunner:
                     "count": count, "next_offset": next_offset, "next": nxt}
         if cut is not None:
             response["cut"] = cut
+        if note:
+            response["note"] = note
         return response
 
     def _inline(self, response: dict) -> Outcome:
@@ -218,13 +220,14 @@ class QueryRunner:
                           f"{op} result with its expression; shorten the expression or raise query_tokens.")
 
     def _page(self, row: dict, op: str, expression: str, page: list[Any], start: int, total: int, args: dict,
-              whole: Callable[[], Outcome] | None) -> Outcome:
+              whole: Callable[[], Outcome] | None, note: str | None = None) -> Outcome:
         """A page of a list result (elements start… of total): inline when it fits; else the derived whole
         result when the whole was asked for (`whole`), else the longest prefix that fits, `next` just past it."""
 
         def respond(n: int, cut: str | None = None) -> dict:
             end = start + n
-            return self._response(row, op, expression, page[:n], total, end if end < total else None, args, cut)
+            return self._response(row, op, expression, page[:n], total, end if end < total else None, args, cut,
+                                  note)
 
         bound = self._bound(len(dumps(item)) for item in page)
         pieces = [encode_item(item) for item in page[:bound]]  # encoded once for every prefix measured
@@ -365,6 +368,7 @@ class QueryRunner:
         if offset < 0:
             raise InvalidArgument("SQL results page forward only: use offset >= 0, or ORDER BY … DESC.")
         table = self.table(row)
+        note = " ".join(table.notes) or None  # how the data became the table: renamed keys, ragged lines
         deadline = time.monotonic() + self.timeout  # the whole answer, not only DuckDB's part of it
         result = table.execute(sql, timeout=self.timeout, deadline=deadline)
         rows: list[dict] = []
@@ -402,7 +406,7 @@ class QueryRunner:
                             full = True
                         # the count so far is a lower bound: a page over the budget now stays over it
                         elif (len(rows) % 200 == 0 or surely_over(page_bytes, self.budget)) and not self._fits(
-                                self._response(row, "sql", sql, rows, total, None, args)):
+                                self._response(row, "sql", sql, rows, total, None, args, note=note)):
                             if limit is None and offset == 0:  # the whole result was asked for: store it
                                 spill, rows = bytearray(_ndjson(rows)), []
                             else:  # _page shows the prefix that fits
@@ -417,7 +421,7 @@ class QueryRunner:
             return Outcome("sql", sql, derived=bytes(spill), derived_kind="ndjson", count=total)
         return self._page(row, "sql", sql, rows, offset, total, args, whole=(
             lambda: Outcome("sql", sql, derived=_ndjson(rows), derived_kind="ndjson", count=total))
-            if limit is None and offset == 0 else None)
+            if limit is None and offset == 0 else None, note=note)
 
     def _sql_timeout(self, total: int) -> QueryTimeout:
         from .sql import SQL_EXAMPLE  # loaded already: the query has run

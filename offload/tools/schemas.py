@@ -255,7 +255,7 @@ def render_query(result: dict[str, Any], pieces: list[str] | None = None) -> str
     notes = [f"{result['count']:,} result(s)"]
     if isinstance(value, list) and not value and result["count"]:  # "(no match)" beside 50,000 of them
         notes.append(f"none at this offset: the {result['count']:,} are at offsets 0–{result['count'] - 1:,}")
-    if result.get("note"):  # grep over NUL-separated entries says what its numbers count
+    if result.get("note"):  # what grep's numbers count, or how SQL's table was read
         notes.append(result["note"])
     if result.get("cut"):
         notes.append(result["cut"])
@@ -306,7 +306,9 @@ QUERY_ARTIFACT_OUTPUT_SCHEMA: dict[str, Any] = {
         "next": _NEXT,
         "cut": {"type": "string", "description": "Present when a result was too big for the page: what was cut "
                                                  "or left out, and the exact call that gets it whole."},
-        "note": {"type": "string", "description": "Present when grep matched NUL-separated entries, not lines."},
+        "note": {"type": "string", "description": "Present when grep matched NUL-separated entries, not lines, or "
+                                                  "when SQL renamed names differing only in case or read ragged CSV "
+                                                  "lines."},
         "derived_from": {"type": "string"},
         "text": {"type": "string", "description": "The derived artifact's reference as the model reads it."},
         "left_out": {"type": "object", "description": "Present when members of this JSON gave way to fit the budget: which (fields), and why (the text form states them)."},

@@ -11,7 +11,6 @@ import datetime
 import decimal
 import itertools
 import math
-import os
 import re
 import shutil
 import tempfile
@@ -28,6 +27,7 @@ import orjson
 from offload.errors import InvalidArgument, QueryError, QueryTimeout, TooLarge
 from offload.jsontext import dumps
 from offload.tools.sql_guard import find_problem
+from offload.tools.sql_load import fill_csv, fill_json
 
 __all__ = ["SqlResult", "SqlTable", "SQL_EXAMPLE"]
 
@@ -61,8 +61,10 @@ class SqlTable:
     One table may be shared by threads: query starts are serialized, results stream on their own cursor.
     """
 
-    def __init__(self, conn: duckdb.DuckDBPyConnection, *, memory_limit: str):
+    def __init__(self, conn: duckdb.DuckDBPyConnection, *, memory_limit: str, notes: list[str] | None = None):
         self._conn = conn
+        # What a query's result says about how the data became the table: keys renamed, ragged lines.
+        self.notes: list[str] = notes or []
         self._memory_limit = memory_limit
         self._lock = threading.Lock()
         self._open_results: weakref.WeakSet[SqlResult] = weakref.WeakSet()
@@ -90,8 +92,9 @@ class SqlTable:
 
     @classmethod
     def from_rows_ndjson(cls, ndjson: bytes, *, memory_limit: str = "256MB", threads: int = 1) -> SqlTable:
-        """Load NDJSON bytes (one JSON object per line); each key becomes a column."""
-        return cls._load(ndjson, "newline_delimited", memory_limit=memory_limit, threads=threads)
+        """Load NDJSON bytes (one JSON object per line); each key becomes a column (see `sql_load.fill_json`)."""
+        return cls._load(lambda conn, folder: fill_json(conn, folder, ndjson, "newline_delimited", None),
+                         "JSON rows", len(ndjson), memory_limit=memory_limit, threads=threads)
 
     @classmethod
     def from_json_array(
@@ -100,8 +103,10 @@ class SqlTable:
         """Load a JSON array of objects, given as Python objects or as the array's JSON text."""
         # DuckDB reads a top-level array element by element, so `maximum_object_size` bounds one
         # element, not the whole document (the 16 MB failure in NOTES comes from wrapping the array).
-        data = items if isinstance(items, (bytes, bytearray, memoryview)) else dumps(items)
-        return cls._load(bytes(data), "array", memory_limit=memory_limit, threads=threads)
+        given = None if isinstance(items, (bytes, bytearray, memoryview)) else items
+        data = bytes(dumps(items) if given is not None else items)
+        return cls._load(lambda conn, folder: fill_json(conn, folder, data, "array", given),
+                         "JSON rows", len(data), memory_limit=memory_limit, threads=threads)
 
     @classmethod
     def from_csv(
@@ -109,27 +114,28 @@ class SqlTable:
         data: bytes,
         *,
         delimiter: str = ",",
-        header: bool | None = None,
+        header: bool = True,
         memory_limit: str = "256MB",
         threads: int = 1,
     ) -> SqlTable:
-        """Load CSV (or TSV with `delimiter="\\t"`); column types are sniffed from every row,
-        the header is detected unless `header` says so."""
-        options = {"delim": delimiter}
-        if header is not None:
-            options["header"] = header
-        return cls._load(data, "csv", memory_limit=memory_limit, threads=threads, csv_options=options)
+        """Load CSV (or TSV with `delimiter="\\t"`) as its shape reads it (offload.content.table): the
+        same quoting, rows and column names; types are sniffed from every row. A record with more fields
+        than the header keeps them in extra columns, one with fewer gets NULLs, and `notes` names them."""
+        return cls._load(lambda conn, folder: fill_csv(conn, folder, data, delimiter, header),
+                         "CSV", len(data), memory_limit=memory_limit, threads=threads)
 
     @classmethod
     def _load(
         cls,
-        data: bytes,
-        fmt: str,
+        fill: Callable[[duckdb.DuckDBPyConnection, str], list[str]],
+        kind: str,
+        size: int,
         *,
         memory_limit: str,
         threads: int,
-        csv_options: dict | None = None,
     ) -> SqlTable:
+        """A table filled by `fill(conn, folder)`, which writes the data in the private `folder`, creates
+        `artifact` from it and returns the notes a query result carries."""
         conn = duckdb.connect(
             ":memory:",
             config={
@@ -140,54 +146,23 @@ class SqlTable:
             },
         )
         folder = tempfile.mkdtemp(prefix="offload-sql-")  # mode 0700
-        path = os.path.join(folder, "artifact.ndjson" if fmt != "csv" else "artifact.csv")
         try:
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "wb") as file:
-                file.write(data)
-            if fmt == "csv":
-                named = "".join(f", {key} := ?" for key in csv_options)
-                conn.execute(
-                    f"CREATE TABLE artifact AS SELECT * FROM read_csv(?, sample_size := -1{named})",
-                    [path, *csv_options.values()],
-                )
-            else:
-                cls._load_json(conn, path, fmt, data)
-            return cls(conn, memory_limit=memory_limit)
+            notes = fill(conn, folder)
+            return cls(conn, memory_limit=memory_limit, notes=notes)
         except duckdb.OutOfMemoryException as exc:
             conn.close()
             raise TooLarge(
-                f"The artifact ({len(data):,} bytes) does not fit in the SQL memory limit ({memory_limit}). "
+                f"The artifact ({size:,} bytes) does not fit in the SQL memory limit ({memory_limit}). "
                 "Use jmespath or grep on it instead, or raise the SQL memory limit."
             ) from exc
         except duckdb.Error as exc:
             conn.close()
-            kind = "CSV" if fmt == "csv" else "JSON rows"
             raise QueryError(f"The artifact could not be loaded as {kind} for SQL: {_scrub(exc)}") from exc
         except BaseException:
             conn.close()
             raise
         finally:
             shutil.rmtree(folder, ignore_errors=True)
-
-    @staticmethod
-    def _load_json(conn: duckdb.DuckDBPyConnection, path: str, fmt: str, data: bytes) -> None:
-        # sample_size=-1 infers the schema from every row: with the default sample a field that first
-        # appears after row 20,480 is silently missing from the table.
-        size = 16 * 1024 * 1024
-        while True:
-            try:
-                conn.execute(
-                    "CREATE TABLE artifact AS SELECT * FROM read_json(?, format := ?, sample_size := -1, "
-                    "maximum_object_size := ?)",
-                    [path, fmt, size],
-                )
-                return
-            except duckdb.InvalidInputException as exc:
-                # One row is bigger than the parse buffer: retry once with room for the whole input.
-                if "maximum_object_size" not in str(exc) or size > len(data):
-                    raise
-                size = len(data) + 1
 
     # -- querying --------------------------------------------------------------------------------
 
@@ -259,8 +234,9 @@ class SqlTable:
         more = len(self.columns) - _COLUMN_HINT_MAX
         if more > 0:
             shown += f", … and {more} more (SELECT * FROM artifact LIMIT 0 lists them)"
+        notes = "".join(f" Note: {note}" for note in self.notes)
         return (
-            f"The data is one table named `artifact` ({self.rows:,} rows) with columns: {shown}. "
+            f"The data is one table named `artifact` ({self.rows:,} rows) with columns: {shown}.{notes} "
             f"Example: {SQL_EXAMPLE}"
         )
 

@@ -1,0 +1,197 @@
+"""How an artifact becomes the SQL table `artifact` (tools/sql.py): its bytes written to a private
+folder and read by DuckDB, CSV with the rules its shape is read with (content/table.py). Each returns
+the notes that a query's result carries: which lines were ragged, which header names were suffixed.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from itertools import islice
+from typing import Any
+
+import duckdb
+import orjson
+
+from offload.content.table import QUOTE, Layout, column_names, read_layout, records
+from offload.errors import QueryError
+
+__all__ = ["fill_csv", "fill_json"]
+
+
+def _write(folder: str, name: str, data: bytes) -> str:
+    path = os.path.join(folder, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "wb") as file:
+        file.write(data)
+    return path
+
+
+def _read_json(conn: duckdb.DuckDBPyConnection, path: str, fmt: str, size: int) -> None:
+    # sample_size=-1 infers the schema from every row: with the default sample a field that first
+    # appears after row 20,480 is silently missing from the table.
+    most = 16 * 1024 * 1024
+    while True:
+        try:
+            conn.execute(
+                "CREATE TABLE artifact AS SELECT * FROM read_json(?, format := ?, sample_size := -1, "
+                "maximum_object_size := ?)",
+                [path, fmt, most],
+            )
+            return
+        except duckdb.InvalidInputException as exc:
+            # One row is bigger than the parse buffer: retry once with room for the whole input.
+            if "maximum_object_size" not in str(exc) or most > size:
+                raise
+            most = size + 1
+
+
+def fill_json(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt: str,
+              items: list[Any] | None) -> list[str]:
+    """JSON rows as the table, each key a column."""
+    _read_json(conn, _write(folder, "artifact.json", data), fmt, len(data))
+    return []
+
+
+def fill_csv(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, delimiter: str,
+             header: bool) -> list[str]:
+    """CSV as the table, read as its shape reads it (`read_layout`, `records`, `column_names`). DuckDB
+    reads the bytes itself when its reading cannot differ (no quote beside a space, which it would trim)
+    and it finds the shape's rows; otherwise Python's csv reads them and DuckDB gets them back rectangular,
+    a ragged record's extra fields in extra columns and its missing ones NULL, which a note names."""
+    text = data.decode("utf-8", "replace")
+    try:
+        layout = read_layout(data, text, delimiter)
+        first = next(records(text, layout), (0, []))[1]
+    except csv.Error as exc:
+        raise _unreadable(exc) from exc
+    names = column_names(first) if header else None
+    expected = layout.rows + (0 if header or not first else 1)
+    path = _write(folder, "artifact.csv", data)
+    if not layout.quote or QUOTE not in text or not _spaced_quote(text):
+        try:
+            _read_csv(conn, path, delimiter, layout.quote, header, names)
+            columns = conn.execute("SELECT count(*) FROM (DESCRIBE artifact)").fetchone()[0]
+            if conn.execute("SELECT count(*) FROM artifact").fetchone()[0] == expected and (
+                    names is None or columns == len(names)):
+                return _names_note(first, names)
+        except duckdb.OutOfMemoryException:
+            raise
+        except duckdb.Error:
+            pass  # a ragged record, a blank-looking line, bytes not UTF-8…: read by Python instead
+        conn.execute("DROP TABLE IF EXISTS artifact")
+    try:
+        names, notes = _rectangular(folder, text, layout, header, first)
+    except csv.Error as exc:
+        raise _unreadable(exc) from exc
+    _read_csv(conn, os.path.join(folder, "rectangular.csv"), ",", QUOTE, False, names)
+    if "\ufffd" in text and not _utf8(data):
+        notes.append("Bytes that are not UTF-8 are read as U+FFFD (the stored bytes are unchanged).")
+    return _names_note(first, names if header else None) + notes
+
+
+def _spaced_quote(text: str) -> bool:
+    """Whether a quote may have a space between it and a field's edge, which DuckDB trims and Python's
+    csv keeps (with the quotes): a space beside any quote, a cheap test that may say yes for nothing."""
+    return ' "' in text or '" ' in text
+
+
+def _read_csv(conn: duckdb.DuckDBPyConnection, path: str, delimiter: str, quote: str, header: bool,
+              names: list[str] | None) -> None:
+    # Every choice given, none sniffed but the types: no comment lines (DuckDB's sniffer may take `#…`
+    # lines for comments and drop them), no rows skipped.
+    options = {"delim": delimiter, "quote": quote, "escape": quote, "header": header, "comment": "",
+               "skip": 0}
+    if names is not None:
+        options["names"] = names
+    named = "".join(f", {key} := ?" for key in options)
+    conn.execute(f"CREATE TABLE artifact AS SELECT * FROM read_csv(?, sample_size := -1{named})",
+                 [path, *options.values()])
+
+
+def _rectangular(folder: str, text: str, layout: Layout, header: bool,
+                 first: list[str]) -> tuple[list[str], list[str]]:
+    """Write every record, in `folder`/rectangular.csv, as wide as the widest (the header left out); the
+    columns' names and the note on ragged records."""
+    width = len(first)
+    widest, longer, shorter = width, [0, []], [0, []]
+    rows = records(text, layout)
+    if header:
+        next(rows, None)
+    for line, row in rows:
+        if len(row) != width:
+            ragged = longer if len(row) > width else shorter
+            ragged[0] += 1
+            if len(ragged[1]) < 5:
+                ragged[1].append(line)
+            widest = max(widest, len(row))
+    if header:
+        names = column_names(first)  # the shape's, and past them names no header name takes in any case
+        taken = {name.lower() for name in names}
+        for position in range(width, widest):
+            name, n = f"column_{position}", 2
+            while name.lower() in taken:
+                name, n = f"column_{position} ({n})", n + 1
+            names.append(name)
+            taken.add(name.lower())
+    else:
+        names = [f"column{i}" for i in range(widest)]
+    with open(os.path.join(folder, "rectangular.csv"), "x", encoding="utf-8", newline="") as file:
+        writer = csv.writer(file, quoting=csv.QUOTE_ALL, lineterminator="\n")  # an empty field: NULL
+        rows = records(text, layout)
+        if header:
+            next(rows, None)
+        pad = [""] * widest
+        while block := list(islice(rows, 10_000)):
+            writer.writerows(row + pad[len(row):] for _, row in block)
+    notes = []
+    if longer[0]:
+        extra = [orjson.dumps(name).decode() for name in names[width:]]
+        columns = (f"column {extra[0]}" if len(extra) == 1
+                   else f"columns {', '.join(extra) if len(extra) <= 4 else f'{extra[0]} … {extra[-1]}'}")
+        notes.append(f"{_lines(longer)} more fields than the header's {width:,}: the extra ones are in "
+                     f"{columns} (NULL in the other rows).")
+    if shorter[0]:
+        notes.append(f"{_lines(shorter)} fewer fields than the header's {width:,}: the missing ones are NULL.")
+    if notes:
+        notes[-1] += (" Lines are numbered as fetch_slice and grep number them (0-based): "
+                      "fetch_slice(offset=LINE, limit=1) reads one.")
+    return names, notes
+
+
+def _lines(ragged: list) -> str:
+    count, lines = ragged
+    shown = ", ".join(f"{line:,}" for line in lines)
+    if count == 1:
+        return f"1 record (line {shown}) has"
+    more = f" and {count - len(lines):,} more" if count > len(lines) else ""
+    return f"{count:,} records (lines {shown}{more}) have"
+
+
+def _names_note(header: list[str], names: list[str] | None) -> list[str]:
+    """The note on columns whose name is not their header field's (a repeated name, or one differing
+    from another only in case, is suffixed: SQL names ignore case)."""
+    if names is None:
+        return []
+    renamed = [(name, field) for field, name in zip(header, names) if field.strip() and name != field.strip()
+               and name != field.lstrip("\ufeff").strip()]
+    if not renamed:
+        return []
+    shown = "; ".join(f"{orjson.dumps(name).decode()} is the header's {orjson.dumps(field).decode()}"
+                      for name, field in renamed[:8])
+    more = f"; and {len(renamed) - 8:,} more" if len(renamed) > 8 else ""
+    return [f"SQL names ignore case, so header names that repeat, in any case, are told apart as the shape "
+            f"names them: {shown}{more}."]
+
+
+def _utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _unreadable(exc: csv.Error) -> QueryError:
+    return QueryError(f"The artifact could not be read as CSV for SQL ({exc}). Look at its lines with grep or "
+                      "fetch_slice, or query it with grep instead.")
