@@ -1,6 +1,6 @@
 """SQL reads a tabular artifact as its reference describes it: the delimiter detection found, the shape's
-rows, names and NULLs, every row and value of a ragged CSV; and what it cannot read, it says how to query
-instead, with arguments it takes."""
+rows, names and NULLs, every row and value of a ragged CSV, JSON keys that differ only in case each under
+its own stated name; and what it cannot read, it says how to query instead, with arguments it takes."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from offload import Offloader
+from offload import Offloader, QueryError
 from offload.tools.schemas import QUERY_ARTIFACT_SCHEMA, dispatch
 
 
@@ -39,7 +39,29 @@ def test_sql_reads_every_delimiter_detection_reports(off, delimiter):
         {"id": 7, "price": f"7{others}5", "name": "item7"}]
 
 
-# -- B: names that differ only in case ------------------------------------------------------------------
+# -- B: keys that differ only in case ------------------------------------------------------------------
+
+
+def test_keys_differing_only_in_case_are_never_read_for_one_another(off):
+    aid = off.put([{"Name": i, "name": -i} for i in range(3000)], tool="api").artifact_id
+    with pytest.raises(QueryError) as caught:  # `name` would read the column of "Name"
+        sql(off, aid, 'SELECT sum("name") AS s FROM artifact')
+    assert '"Name_1" holds the key "Name"; "name_2" holds the key "name"' in str(caught.value)
+    out = off.query_artifact(aid, sql="SELECT sum(Name_1) AS up, sum(name_2) AS down FROM artifact")
+    assert out["result"] == [{"up": 4498500, "down": -4498500}]
+    assert '"name_2" holds the key "name"' in out["note"]
+    assert "name_2" in dispatch(off, "query_artifact", {"artifact_id": aid, "sql": "SELECT 1 AS one"}).text
+
+
+def test_case_renames_reach_ndjson_nested_keys_and_taken_names(off):
+    rows = "".join(f'{{"id": {i}, "ID": "x{i}", "id_1": {i * 2}, "s": {{"X": {i}, "x": {-i}}}}}\n'
+                   for i in range(3000))
+    ref = off.put(rows, tool="api")
+    assert ref.kind == "ndjson"
+    out = off.query_artifact(ref.artifact_id, sql="SELECT id_2, ID_3, id_1, s.X_1 AS a, s.x_2 AS b FROM artifact "
+                                                  "WHERE id_2 = 5")
+    assert out["result"] == [{"id_2": 5, "ID_3": "x5", "id_1": 10, "a": 5, "b": -5}]
+    assert '"s.x_2" holds the key "x"' in out["note"] and '"id_2" holds the key "id"' in out["note"]
 
 
 def test_csv_header_names_differing_only_in_case_are_the_shapes(off):

@@ -452,6 +452,17 @@ def test_ndjson_keeps_fields_that_appear_late():
         assert rows(table, "SELECT id FROM artifact WHERE late = 'here'") == [{"id": 30_000}]
 
 
+def test_nested_keys_differing_only_in_case_load_renamed_and_say_so():
+    # DuckDB refused them ("Duplicate name in struct, try ignore_errors=true", an option no caller has)
+    data = orjson.dumps([{"id": i, "s": {"X": i, "x": -i}} for i in range(100)])
+    with SqlTable.from_json_array(data) as table:
+        assert table.notes == ['SQL names ignore case, so keys differing only in case are renamed: "s.X_1" holds '
+                               'the key "X"; "s.x_2" holds the key "x".']
+        assert rows(table, "SELECT s.X_1 AS a, s.x_2 AS b FROM artifact WHERE id = 3") == [{"a": 3, "b": -3}]
+        with pytest.raises(QueryError, match='"s.x_2" holds the key "x"'):  # every error's hint says it too
+            rows(table, "SELECT s.x FROM artifact")
+
+
 def test_json_array_as_bytes_and_big_elements():
     big = {"id": 1, "text": "x" * 20_000_000}  # larger than DuckDB's default 16 MB per object
     with SqlTable.from_json_array(orjson.dumps([{"id": 0, "text": "a"}, big]), memory_limit="512MB") as table:

@@ -1,20 +1,24 @@
 """How an artifact becomes the SQL table `artifact` (tools/sql.py): its bytes written to a private
-folder and read by DuckDB, CSV with the rules its shape is read with (content/table.py). Each returns
-the notes that a query's result carries: which lines were ragged, which header names were suffixed.
+folder and read by DuckDB, CSV with the rules its shape is read with (content/table.py), JSON with keys
+that differ only in case renamed, since DuckDB's names ignore case. Each returns the notes that a query's
+result carries: which column holds which key, which lines were ragged.
 """
 
 from __future__ import annotations
 
 import csv
 import os
+import re
 from itertools import islice
 from typing import Any
 
 import duckdb
 import orjson
 
+from offload.content import parse_json
 from offload.content.table import QUOTE, Layout, column_names, read_layout, records
 from offload.errors import QueryError
+from offload.jsontext import dumps
 
 __all__ = ["fill_csv", "fill_json"]
 
@@ -48,9 +52,101 @@ def _read_json(conn: duckdb.DuckDBPyConnection, path: str, fmt: str, size: int) 
 
 def fill_json(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt: str,
               items: list[Any] | None) -> list[str]:
-    """JSON rows as the table, each key a column."""
-    _read_json(conn, _write(folder, "artifact.json", data), fmt, len(data))
-    return []
+    """JSON rows as the table, each key a column. DuckDB's names ignore case: it names a second key
+    differing only in case `name_1`, and `name` then reads the column of `Name` (nested, it fails). Such
+    keys are renamed first (`_case_renames`), and the note says which column holds which key."""
+    try:
+        _read_json(conn, _write(folder, "artifact.json", data), fmt, len(data))
+        failed = None
+        if not _renamed_by_duckdb([name for (name,) in conn.execute("SELECT column_name FROM "
+                                                                    "(DESCRIBE artifact)").fetchall()]):
+            return []
+    except duckdb.NotImplementedException as exc:  # "Duplicate name "x" in struct": nested keys
+        if "Duplicate name" not in str(exc):
+            raise
+        failed = exc
+    if items is None:
+        items = (parse_json(data) if fmt == "array"
+                 else [parse_json(line) for line in data.splitlines() if line.strip()])
+    renames = _case_renames(items)
+    if not renames:
+        if failed is not None:
+            raise failed
+        return []
+    conn.execute("DROP TABLE IF EXISTS artifact")
+    renamed = dumps([_renamed(item, (), renames) for item in items])
+    _read_json(conn, _write(folder, "renamed.json", renamed), "array", len(renamed))
+    return [_renames_note(renames)]
+
+
+_SUFFIXED = re.compile(r"(.+)_\d+")
+
+
+def _renamed_by_duckdb(columns: list[str]) -> bool:
+    """Whether DuckDB may have renamed a key (to `name_1` beside `Name`): a cheap test on the columns,
+    true for every table it renamed in, so that the exact one (`_case_renames`) runs only then."""
+    lowered = {name.lower() for name in columns}
+    return any((match := _SUFFIXED.fullmatch(name)) and match[1].lower() in lowered for name in columns)
+
+
+Scope = tuple[str, ...]  # the keys leading to an object ("[]" for an array's elements); () for the rows
+
+
+def _case_renames(items: list[Any]) -> dict[Scope, dict[str, str]]:
+    """For each object scope (the rows, or a key's objects, which DuckDB gives one struct type), the keys
+    to rename: every one of keys equal but for case, the n-th found becoming `key_n` (the next free
+    number when a key of the scope has that name in any case). None keeps its name, so that a query naming
+    one fails, the note saying which is which, instead of reading another key's values."""
+    scopes: dict[Scope, dict[str, None]] = {}
+
+    def visit(value: Any, scope: Scope) -> None:
+        if isinstance(value, dict):
+            keys = scopes.setdefault(scope, {})
+            for key, item in value.items():
+                keys[key] = None
+                if isinstance(item, (dict, list)):
+                    visit(item, (*scope, key))
+        elif isinstance(value, list):
+            for item in value:
+                if isinstance(item, (dict, list)):
+                    visit(item, (*scope, "[]"))
+
+    for item in items:
+        visit(item, ())
+    renames: dict[Scope, dict[str, str]] = {}
+    for scope, keys in scopes.items():
+        groups: dict[str, list[str]] = {}
+        for key in keys:
+            groups.setdefault(key.lower(), []).append(key)
+        taken = set(groups)
+        for group in groups.values():
+            if len(group) == 1:
+                continue
+            for n, key in enumerate(group, 1):
+                while f"{key}_{n}".lower() in taken:
+                    n += 1
+                renames.setdefault(scope, {})[key] = name = f"{key}_{n}"
+                taken.add(name.lower())
+    return renames
+
+
+def _renamed(value: Any, scope: Scope, renames: dict[Scope, dict[str, str]]) -> Any:
+    """`value` with the keys `renames` names renamed, at every depth; a copy (the value may be cached)."""
+    if isinstance(value, dict):
+        names = renames.get(scope, {})
+        return {names.get(key, key): _renamed(item, (*scope, key), renames) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_renamed(item, (*scope, "[]"), renames) for item in value]
+    return value
+
+
+def _renames_note(renames: dict[Scope, dict[str, str]]) -> str:
+    pairs = [(".".join((*scope, name)).replace(".[]", "[]"), key)
+             for scope, names in renames.items() for key, name in names.items()]
+    shown = "; ".join(f"{orjson.dumps(column).decode()} holds the key {orjson.dumps(key).decode()}"
+                      for column, key in pairs[:8])
+    more = f"; and {len(pairs) - 8:,} more" if len(pairs) > 8 else ""
+    return f"SQL names ignore case, so keys differing only in case are renamed: {shown}{more}."
 
 
 def fill_csv(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, delimiter: str,
