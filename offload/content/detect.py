@@ -259,7 +259,7 @@ def detect(data: bytes, tool: str | None = None, *, bad_bytes: int | None = None
             return found
     if _looks_like_grep(data, _is_grep_tool(tool)):
         return Detected("grep", "text/plain", notes=notes, **facts)
-    delimiter = _sniff_delimiter(data)
+    delimiter = sniff_delimiter(data)
     if delimiter is not None:
         content_type = "text/tab-separated-values" if delimiter == "\t" else "text/csv"
         return Detected("csv", content_type, notes=notes, delimiter=delimiter, **facts)
@@ -375,7 +375,7 @@ def _looks_like_grep(data: bytes, grep_tool: bool) -> bool:
     return grep_tool and sum(1 for line in lines if _GREP_PLAIN.match(line)) >= 0.8 * len(lines)
 
 
-def _sniff_delimiter(data: bytes) -> str | None:
+def sniff_delimiter(data: bytes) -> str | None:
     """The delimiter when the first lines form a consistent table with a plausible header."""
     head = data[: 4 * _SAMPLE].decode("utf-8", "replace")  # at least _SAMPLE characters when there are
     # split off at most twice the lines wanted, as `_sample_lines` does (the whole sample is ~700 lines

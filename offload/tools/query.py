@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 from ..content import parse_json
-from ..content.detect import _sniff_delimiter as sniff_delimiter
+from ..content.detect import sniff_delimiter
 from ..content.preview import NEWLINE_SHOWN
 from ..content.shape import find_main
 from ..errors import InvalidArgument, QueryError, QueryTimeout, ResultTooLarge
