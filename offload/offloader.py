@@ -11,6 +11,7 @@ import datetime as dt
 import difflib
 import functools
 import inspect
+import json
 import logging
 import threading
 import time
@@ -20,12 +21,12 @@ from typing import Any, Callable, Iterator
 from .errors import InvalidArgument, InvalidSetting
 from .jsontext import dumps, loads
 from .reference import Reference
-from .results import Payload, cheap_fits, to_payload
+from .results import Payload, cheap_fits, sent_bytes, to_payload
 from .settings import Settings, load_settings
 from .store import Store, new_id, open_engine, utcnow
 from . import workers
 from .content import Detected, gc_paused, pause_gc, resume_gc
-from .referencing import ReferenceBuilder, reason
+from .referencing import ReferenceBuilder, reason, reference_counter
 from .store.chunking import chunk_bytes
 from .store.records import column_text
 from .tokens import TokenCounter, surely_over
@@ -35,6 +36,7 @@ from .utf8 import carriable
 from .writes import ASIDE, PendingWrite
 
 log = logging.getLogger("offload")
+_UNDERCOUNT, _ENVELOPE = 0.9, 60  # a page budget: the share of its tokens the estimate may take, less this
 
 
 class Offloader:
@@ -138,8 +140,20 @@ class Offloader:
             return True
         if not self.counter.exact and surely_over(len(payload.data), limit):
             return False  # the result's reference estimates it once, not twice (~2 ms a MB)
-        kind = "json" if payload.is_object else "text"
-        return self.counter.count(payload.text if payload.text is not None else payload.data, kind) <= limit
+        return self._held(_text_of(payload.data, payload.text), limit, structured=not payload.is_object) <= limit
+
+    def _held(self, text: str, limit: int, *, structured: bool = True) -> int:
+        """Tokens of a result's `text` passed through to the model, held to `limit` (`Measure.within`):
+        the text itself, and (`structured`) the JSON string its structured form carries it in
+        (`{"result": …}`, `{"stdout": …}`: an ANSI colour code's ESC is six characters there, a newline
+        two), the larger. Of the two, only the JSON string is counted by the real tokenizers, when the
+        estimate cannot rule out more: escaping adds characters, and on each of the 5,081 texts of the
+        calibration windows (see tokens.UNDERCOUNT_MARGIN) both real counts of it were at least the
+        text's."""
+        count = self.references.measure.within(limit)
+        if not structured:
+            return count(text)
+        return max(self.counter.count(text), count(json.dumps(text, ensure_ascii=False)))
 
     def _limit_or_none(self, tool: str) -> int | None:
         try:
@@ -157,16 +171,22 @@ class Offloader:
         else:
             err_limit = total_limit = limit
         out, err = payload.data, payload.stderr or b""
+        if len(out) + len(err) <= total_limit:  # perhaps too small to estimate: a token is at least a byte
+            sent = sent_bytes(out, payload.text is None), sent_bytes(err, True)
+            if sent[0] <= limit and sent[1] <= err_limit and sum(sent) <= total_limit:
+                return True
         sizes = ((len(out), limit), (len(err), err_limit), (len(out) + len(err), total_limit))
-        if all(size <= allowed for size, allowed in sizes):
-            return True
         if not self.counter.exact and any(surely_over(size, allowed) for size, allowed in sizes):
             return False  # as below
-        out_tokens = self.counter.count(payload.text or out, "text")
-        if out_tokens > limit:
+        out_text = _text_of(out, payload.text)
+        if self._held(out_text, limit) > limit:
             return False
-        err_tokens = self.counter.count(err, "text")
-        return err_tokens <= err_limit and out_tokens + err_tokens <= total_limit
+        if not err:
+            return True
+        err_text = _text_of(err, None)
+        # each within its own limit, and the two together (as the text and the structured form hold them)
+        return (self._held(err_text, err_limit) <= err_limit
+                and self._held(f"{out_text}\n[stderr]\n{err_text}", total_limit) <= total_limit)
 
     def _offload(self, tool: str, payload: Payload, *, args: dict | None, session: str | None,
                  fail_open: bool = True, parent_id: str | None = None, reserve: int = 0) -> Reference:
@@ -347,15 +367,28 @@ class Offloader:
     def make_slicer(self, budget: int, count: Callable[[str], int] | None = None) -> "Slicer":
         """A slicer over this store with a given page budget and token count (rerun replays the logged
         ones: pages cut by another count are other pages)."""
-        return Slicer(self.store, count or self.counter.count, budget, self.queries.items_of)
+        count, held = self._page_counts(budget, count)
+        return Slicer(self.store, count, budget, self.queries.items_of, held)
 
     def make_queries(self, budget: int, count: Callable[[str], int] | None = None) -> "QueryRunner":
-        return QueryRunner(self.store, count or self.counter.count, budget, cache_bytes=self.settings.cache_bytes,
+        _count, held = self._page_counts(budget, count)  # the runner counts whole responses only, to hold them
+        return QueryRunner(self.store, held, budget, cache_bytes=self.settings.cache_bytes,
                            timeout=self.settings.query_timeout, result_bytes=self.settings.query_result_bytes)
+
+    def _page_counts(self, budget: int, count: Callable[[str], int] | None) -> tuple[Callable, Callable]:
+        """(count, held) for pages of `budget` (`_page_budget`): the counter's count, to build a page by,
+        and the count that holds a whole page to the budget, and to the tokens it stands for by the real
+        tokenizers when they are installed and the estimate cannot rule out more (`Measure.within`).
+        `count`: another TokenCounter's (rerun); any other function is taken as it is."""
+        counter = self.counter if count is None else getattr(count, "__self__", None)
+        if not isinstance(counter, TokenCounter):
+            return count, count
+        measure = self.references.measure if counter is self.counter else reference_counter(counter)
+        return counter.count, measure.within(budget, round((budget + _ENVELOPE) / _UNDERCOUNT))
 
     def _page_budget(self, tokens: int) -> int:
         # the page's text plus its JSON envelope must fit; the heuristic may undercount by 10%
-        return int(tokens * (1.0 if self.counter.exact else 0.9)) - 60
+        return int(tokens * (1.0 if self.counter.exact else _UNDERCOUNT)) - _ENVELOPE
 
     def fetch_slice(self, artifact_id: str, offset: int = 0, limit: int | None = None, unit: str = "lines",
                     path: str | None = None, *, session: str | None = None) -> dict[str, Any]:
@@ -517,6 +550,11 @@ class Offloader:
 
     def verify(self) -> list[dict[str, Any]]:
         return self.store.verify()
+
+
+def _text_of(data: bytes, text: str | None) -> str:
+    """A result's text as the model reads it: bytes that are not UTF-8 as U+FFFD, as the adapters decode them."""
+    return text if text is not None else data.decode("utf-8", errors="replace")
 
 
 def _within_int64(**numbers: Any) -> None:

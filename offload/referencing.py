@@ -3,7 +3,8 @@
 `ReferenceBuilder.analyse` takes the bytes already cut into the store's chunks (which count
 characters, lines and invalid UTF-8 as they are cut) and detects the kind; `fit` fills in the preview so
 that the whole rendered reference stays within its token budget, checked with real tokenizers when
-they are installed. `unstored` is the last resort when even that fails.
+they are installed (`Measure`, which also holds pages and passed-through results to theirs). `unstored`
+is the last resort when even that fails.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .reference import Reference
 from .results import Payload
 from .store import new_id
 from .store.chunking import Chunk, count_lines
-from .tokens import TokenCounter, exact_tokenizer
+from .tokens import UNDERCOUNT_MARGIN, TokenCounter, exact_tokenizer, may_undercount
 
 MIN_PREVIEW = 40  # tokens: below this a preview says nothing useful
 # A preview shrunk by what its first attempt was over can land well under the target: the shape and the
@@ -331,21 +332,32 @@ def reason(exc: BaseException) -> str:
     return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
 
 
-def reference_counter(counter: TokenCounter) -> Callable[[str], int]:
-    """How a reference's size is checked against `reference_tokens`.
+def reference_counter(counter: TokenCounter) -> Measure:
+    """How a reference's size is checked against `reference_tokens`: see `Measure`."""
+    return Measure(counter)
+
+
+class Measure:
+    """Tokens of a text the model reads, for holding it to its budget.
 
     With a configured tokenizer, that count. Otherwise the estimate, and also every real tokenizer that
     is installed (bpe-openai): the estimate can undercount repetitive text several times over (runs of
-    brackets or repeated letters), and a reference is small, so checking it exactly costs well under a
-    millisecond.
-    """
-    if counter.exact:
-        return counter.count
+    brackets or repeated letters), and dense CJK or combining marks by a third.
 
-    @functools.cache
-    def installed() -> tuple[Callable[[str], int], ...]:
-        # loaded on the first reference, not at construction: a tokenizer costs ~1 s and ~90 MB, and
-        # pass-through calls, slices and servers never need it
+    Called, it runs the tokenizers on every text: a reference is small, so checking it exactly costs well
+    under a millisecond. `within(budget)` counts pages and passed-through results, which are larger and
+    many: it runs them only when the estimate cannot rule out more than the budget, so that a typical
+    ASCII page far under it stays at the estimate's cost (see tokens.UNDERCOUNT_MARGIN). Without
+    bpe-openai both are the estimate, and the budget rests on it.
+    """
+
+    def __init__(self, counter: TokenCounter):
+        self.counter = counter
+
+    @functools.cached_property
+    def _installed(self) -> tuple[Callable[[str], int], ...]:
+        # loaded on the first text that needs them, not at construction: a tokenizer costs ~0.4 s and
+        # ~90-140 MB (both ~175 MB), and pass-through calls and pages far under their budget never need them
         found = []
         for name in ("o200k_base", "cl100k_base"):
             try:
@@ -356,14 +368,43 @@ def reference_counter(counter: TokenCounter) -> Callable[[str], int]:
                 found.append(tokenize)
         return tuple(found)
 
-    def count(text: str) -> int:
-        estimate = counter.count(text)
+    def __call__(self, text: str) -> int:
+        if self.counter.exact:
+            return self.counter.count(text)
+        return self._at_least(self.counter.count(text), text)
+
+    def _at_least(self, estimate: int, text: str) -> int:
+        """The larger of `estimate` and every installed tokenizer's count of `text`."""
         try:
-            return max(estimate, *(tokenize(text) for tokenize in installed()))
+            return max(estimate, *(tokenize(text) for tokenize in self._installed))
         except Exception:  # noqa: BLE001 - e.g. lone surrogates the tokenizer refuses
             return estimate
 
-    return count
+    def within(self, budget: int, real: int | None = None) -> Callable[..., int]:
+        """`count(text, estimate=None)`: tokens of `text` held to `budget` by the estimate (given, or
+        counted) and to `real` (`budget` unless given) by the real tokenizers, in `budget`'s units.
+
+        The estimate alone when it is over `budget`, or at most UNDERCOUNT_MARGIN of `real` and `text` is
+        of no kind it can price far too low (`may_undercount`): then the real count cannot be over `real`.
+        Else the larger of the estimate and the real count scaled by budget / real, so that a caller
+        comparing it with `budget` holds the real count to `real` (a page is built to 0.9 of its budget
+        by the estimate, which may undercount by that much; the real count is held to all of it).
+        """
+        counter = self.counter
+        if counter.exact:
+            return lambda text, estimate=None: counter.count(text) if estimate is None else estimate
+        real = budget if real is None else real
+        margin = UNDERCOUNT_MARGIN * real
+
+        def count(text: str, estimate: int | None = None) -> int:
+            if estimate is None:
+                estimate = counter.count(text)
+            if estimate > budget or estimate <= margin and not may_undercount(text):
+                return estimate
+            exact = self._at_least(estimate, text)
+            return estimate if exact == estimate else max(estimate, -(-exact * budget // real))
+
+        return count
 
 
 def _snapshot(ref: Reference) -> dict[str, Any]:

@@ -96,6 +96,27 @@ def to_payload(result: Any) -> Payload:
 
 
 def cheap_fits(payload: Payload, limit: int) -> bool:
-    """True when the result surely fits without estimating: a token is at least one UTF-8 byte."""
-    size = len(payload.data) + len(payload.stderr or b"")
-    return size <= limit
+    """True when the result surely fits without estimating: a token is at least one UTF-8 byte of what
+    the model reads (an object's JSON text, or `sent_bytes` of a text)."""
+    if len(payload.data) + len(payload.stderr or b"") > limit:
+        return False
+    if payload.is_object:  # its text is its JSON, and so is its structured form
+        return True
+    return sent_bytes(payload.data, payload.text is None) + sent_bytes(payload.stderr or b"", True) <= limit
+
+
+# Bytes a JSON string writes escaped: `"`, `\` and the control characters with a short escape take two
+# bytes (\n), the other control characters six (\u001b).
+_SHORT_ESCAPES = b'"\\\n\t\r\b\f'
+_LONG_ESCAPES = bytes(byte for byte in range(0x20) if byte not in _SHORT_ESCAPES)
+_NOT_ESCAPED = bytes(byte for byte in range(256) if byte not in _SHORT_ESCAPES + _LONG_ESCAPES)
+_NOT_LONG = bytes(byte for byte in range(256) if byte not in _LONG_ESCAPES)
+
+
+def sent_bytes(data: bytes, decoded: bool = False) -> int:
+    """The most UTF-8 bytes `data` takes as a passed-through result reaches the model: as text, or as
+    the JSON string its structured form holds (`{"result": …}`), escapes and quotes included; `decoded`
+    (bytes, read as text): each byte that is not UTF-8 is U+FFFD, three bytes."""
+    size = len(data) * (3 if decoded and not data.isascii() else 1)  # a bound: finding which is not worth it
+    escaped = data.translate(None, _NOT_ESCAPED)
+    return size + 2 + len(escaped) + 4 * len(escaped.translate(None, _NOT_LONG))

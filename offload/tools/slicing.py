@@ -138,9 +138,12 @@ class Slicer:
     """fetch_slice over one store; `count` is the token counter, `budget` the page budget in tokens."""
 
     def __init__(self, store: Store, count: Callable[[str], int], budget: int,
-                 items_of: Callable[[dict, str | None], list[Any]]):
+                 items_of: Callable[[dict, str | None], list[Any]], held: Callable[..., int] | None = None):
         self.store, self.count, self.budget = store, count, budget
         self.items_of = items_of  # (artifact row, path) -> the parsed array, when no stored index fits
+        # `held(text, estimate)`: a whole page's tokens as held to the budget (by the real tokenizers too,
+        # when the estimate cannot rule out more: `referencing.Measure.within`); `count`'s without it
+        self.held = held or (lambda text, estimate=None: count(text) if estimate is None else estimate)
 
     def slice(self, row: dict, req: SliceRequest) -> dict[str, Any]:
         """The page as the model reads it within the budget: built for what the budget leaves its content,
@@ -150,13 +153,15 @@ class Slicer:
         validate(req.unit, req.offset, req.limit)
         info = self.store.content(row["sha256"])
         resume = self._resume(row, info, req)
-        budget = self.budget - self._envelope(row, req)
-        for _attempt in range(6):
+        envelope = self._envelope(row, req)
+        budget = self.budget - envelope
+        for _attempt in range(8):
             page = self._page(row, info, req, resume, budget)
-            over = self._overrun(page)
+            over, tokens = self._overrun(page)
             if over <= 0:
                 break
-            budget -= over
+            # smaller by what it is over, from what it holds: a last page holds less than its budget
+            budget = min(budget, tokens - envelope) - over
         return page
 
     def _resume(self, row: dict, info, req: SliceRequest) -> Resume | None:
@@ -179,10 +184,20 @@ class Slicer:
                 "total": big, "next_offset": big, "next": nxt, "content": "", "encoding": "base64"}
         return max(self.count(render_slice(page)), self.count(json.dumps(page, ensure_ascii=False)))
 
-    def _overrun(self, page: dict[str, Any]) -> int:
-        """Tokens the page is over its budget, taking the larger of its two forms."""
-        worst = max(self.count(render_slice(page)), self.count(json.dumps(page, ensure_ascii=False)))
-        return worst - self.budget
+    def _overrun(self, page: dict[str, Any]) -> tuple[int, int]:
+        """(tokens the page is over its budget, tokens it takes), of the larger of its two forms, in the
+        units it is built in (`count`'s). A page within the budget by the count is then held to it
+        (`held`): over by the real tokenizers (dense CJK, combining marks), it is over by what that is
+        in the count's units, scaled by how much the count undercounted it."""
+        forms = (render_slice(page), json.dumps(page, ensure_ascii=False))
+        estimates = [self.count(form) for form in forms]
+        tokens = max(estimates)
+        if tokens > self.budget:
+            return tokens - self.budget, tokens
+        held = max(self.held(form, estimate) for form, estimate in zip(forms, estimates))
+        if held <= self.budget:
+            return 0, tokens
+        return -(-(held - self.budget) * tokens // held) + 1, tokens
 
     def cost(self, text: str) -> int:
         """Tokens of `text` as the JSON form carries it (escaped: ESC is the six characters \\u001b, a quote
