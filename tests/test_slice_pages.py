@@ -110,6 +110,23 @@ def test_bytes_that_are_not_utf8_come_back_base64_and_nothing_is_replaced(off, r
     within_budget(off, pages, real_count)
 
 
+def test_random_bytes_inside_text_come_back_in_few_pages(off, real_count):
+    """Random bytes are valid UTF-8 here and there: paged apart, 3,000 of them in a log took 1,500 pages of
+    a byte or two. The few valid bytes among invalid ones now travel with them, base64."""
+    rng = random.Random(5)
+    log = "".join(f"2026-12-01 line {i} ok\n" for i in range(10_000)).encode()
+    noise = bytes(rng.randrange(256) for _ in range(3000))
+    data = log[:120_000] + noise + log[120_000:]
+    ref = off.put(data, tool="cat")
+    pages = follow(off, artifact_id=ref.artifact_id, unit="bytes")
+    assert b"".join(page_bytes(p) for p in pages) == data
+    assert len(pages) < 60, len(pages)
+    binary = [p for p in pages if p["encoding"] == "base64"]
+    assert sum(p["returned"] for p in binary) < len(noise) + 64  # the text around them stays text
+    assert all("are not valid UTF-8 (or stand among such bytes)" in p["note"] for p in binary)
+    within_budget(off, pages, real_count)
+
+
 # -- limit -----------------------------------------------------------------------------------------
 
 

@@ -25,7 +25,7 @@ from ..jsontext import dumps
 from ..store import Store
 from ..store.chunking import ITEMS_PER_BLOCK
 from ..tokens import MAX_BYTES_PER_TOKEN
-from ..utf8 import char_at, char_start, invalid_prefix
+from ..utf8 import char_at, char_start, mixed_prefix
 from .schemas import render_slice
 
 UNITS = ("lines", "chars", "bytes", "items")
@@ -387,7 +387,8 @@ class Slicer:
         """Bytes of text, as text: the page starts and ends between characters (never less than one).
 
         An offset inside a character starts the page at that character's first byte (the response's
-        offset says so). Bytes that are no valid UTF-8 come back alone, base64, in a page of their own."""
+        offset says so). Bytes that are no valid UTF-8 come back base64, in a page of their own, with the
+        few valid ones among them (`mixed_prefix`)."""
         if start >= total:
             resp = self._response(row, req, start, limit, [], total, None)
             resp["encoding"] = "utf-8"
@@ -404,14 +405,15 @@ class Slicer:
         if stop <= first:  # the limit is smaller than the character there: a page holds at least one
             stop = first + char_at(window, first - lo)
         page = window[first - lo : stop - lo]
-        bad = invalid_prefix(page)
+        bad = mixed_prefix(page)
 
         def says(stop: int) -> str | None:
             notes = []
             if first < start:
                 notes.append(f"byte {start:,} is inside a character: the page starts at its first byte, {first:,}")
             if bad:
-                notes.append(f"bytes {first:,}–{stop - 1:,} are not valid UTF-8, so they come back base64")
+                notes.append(f"bytes {first:,}–{stop - 1:,} are not valid UTF-8 (or stand among such bytes), so "
+                             "they come back base64")
             return "; ".join(notes) or None
 
         room = budget - self.cost(says(wanted_end) or "")  # the note travels with the page
