@@ -25,7 +25,7 @@ from ..jsontext import dumps
 from ..store import Store
 from ..store.chunking import ITEMS_PER_BLOCK
 from ..tokens import MAX_BYTES_PER_TOKEN
-from ..utf8 import char_at, char_start, mixed_prefix
+from ..utf8 import char_at, char_start, invalid_prefix, mixed_prefix
 from .schemas import render_slice
 
 UNITS = ("lines", "chars", "bytes", "items")
@@ -412,8 +412,8 @@ class Slicer:
             if first < start:
                 notes.append(f"byte {start:,} is inside a character: the page starts at its first byte, {first:,}")
             if bad:
-                notes.append(f"bytes {first:,}–{stop - 1:,} are not valid UTF-8 (or stand among such bytes), so "
-                             "they come back base64")
+                among = " (or stand among such bytes)" if bad > invalid_prefix(page) else ""
+                notes.append(f"bytes {first:,}–{stop - 1:,} are not valid UTF-8{among}, so they come back base64")
             return "; ".join(notes) or None
 
         room = budget - self.cost(says(wanted_end) or "")  # the note travels with the page
