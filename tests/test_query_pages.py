@@ -51,6 +51,21 @@ def follow(off, artifact_id, real_count, **args):
         args = {k: v for k, v in page["next"].items() if k != "artifact_id"}
 
 
+def test_a_grep_line_over_the_budget_is_cut_around_its_match(off, real_count):
+    # minified JSON is one line: cut after its first ~7,000 characters, the match further along was not shown
+    doc = json.dumps([{"id": i, "name": f"item{i}"} for i in range(20_000)])
+    aid = off.put(doc, tool="api").artifact_id
+    for needle in ("item12345\"", "item19999\""):
+        page = off.query_artifact(aid, grep=needle.rstrip('"'), limit=1)
+        assert_within_budget(page, real_count)
+        shown = page["result"][0]
+        assert needle in shown and shown.startswith("0: …[cut: ") and "characters before] " in shown
+        before = int(shown.split("…[cut: ")[1].split(" characters before]")[0].replace(",", ""))
+        kept = shown.split("characters before] ", 1)[1].split(" …[cut: ")[0]
+        assert doc[before:before + len(kept)] == kept  # exactly the characters it says it starts after
+        assert "around its match" in page["cut"]
+
+
 def test_a_grep_line_over_the_budget_is_cut_and_stays_reachable(off, real_count):
     line = "match " + "w " * 30000
     aid = off.put(("short line\n" * 10 + line + "\n" + "match small\n" * 5).encode(), tool="read").artifact_id

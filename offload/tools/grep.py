@@ -18,7 +18,7 @@ import regex
 
 from offload.errors import InvalidArgument, QueryError, QueryTimeout
 
-__all__ = ["GREP_EXAMPLE", "TOO_DEEP", "GrepPage", "grep_lines"]
+__all__ = ["GREP_EXAMPLE", "TOO_DEEP", "GrepPage", "grep_lines", "match_span"]
 
 TOO_DEEP = ("The {} is nested too deeply for its parser (thousands of parentheses or operators): write it "
             "with fewer levels, or take the part you need in several calls.")
@@ -151,6 +151,16 @@ def grep_lines(
                 f"{GREP_EXAMPLE!r}. Or {many}.") from None
         raise QueryTimeout(f"{so_far}: {many}.") from None
     return scan.page()
+
+
+def match_span(pattern: str, line: str, *, ignore_case: bool = False, timeout: float = 0.5) -> tuple[int, int] | None:
+    """Where `pattern` (already known to compile) first matches in `line`, as grep_lines matched it;
+    None if it does not, or not within `timeout` seconds (a cut line then shows its start)."""
+    try:
+        found = _compile_regex(pattern, ignore_case)[0].search(line, timeout=timeout)
+    except (TimeoutError, regex.error, RecursionError):
+        return None
+    return found.span() if found is not None else None
 
 
 def _regex_message(pattern: str, exc: regex.error) -> str:

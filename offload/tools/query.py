@@ -23,6 +23,7 @@ from ..jsontext import dumps, standard_text
 from ..store import Store
 from ..tokens import surely_over
 from .engines import BoundedCache, detached, grep_lines, jmespath_example, run_jmespath
+from .grep import match_span
 from .schemas import encode_item, render_query
 from .slicing import _absolute, nul_entries, validate
 from ..utf8 import encodable
@@ -337,25 +338,36 @@ class QueryRunner:
         keep = _fit_prefix(bound, lambda n: self._fits(respond(n)))
         if keep:
             return self._inline(respond(keep))
-        return self._inline(self._cut_lines(row, _first_matches(page.matches, 1, context), respond, entries))
+        return self._inline(self._cut_lines(row, pattern, _first_matches(page.matches, 1, context), respond, entries))
 
-    def _cut_lines(self, row: dict, entries: list[dict], respond: Callable[..., dict], nul: bool = False) -> dict:
+    def _cut_lines(self, row: dict, pattern: str, entries: list[dict], respond: Callable[..., dict],
+                   nul: bool = False) -> dict:
         """One match (with its context) over the budget: its lines are cut to the longest length that
         fits, each cut line saying so; `cut` names them and the fetch_slice call that reads one whole
         (`nul`: the lines are NUL-separated entries, read whole as items)."""
         longest = max(len(entry["text"]) for entry in entries)
         noun, unit = ("entr", 'unit="items", ') if nul else ("line", "")
+        # a match line is cut around its match, which may lie past any start that fits (minified JSON)
+        spans = {entry["line"]: match_span(pattern, entry["text"]) for entry in entries if entry["match"]}
+
+        def shown_part(entry: dict, width: int) -> str:
+            text, span = entry["text"], spans.get(entry["line"])
+            start = 0 if span is None or span[1] <= width else max(0, min(span[0] - width // 4, len(text) - width))
+            part = text[start:start + width]
+            before = f"…[cut: {start:,} characters before] " if start else ""
+            after = len(text) - start - len(part)
+            return before + part + (f" …[cut: {after:,} more characters]" if after else "")
 
         def attempt(width: int) -> dict:
-            shown = [{**entry, "text": entry["text"][:width] + f" …[cut: {len(entry['text']) - width:,} more "
-                      "characters]"} if len(entry["text"]) > width else entry for entry in entries]
+            shown = [{**entry, "text": shown_part(entry, width)} if len(entry["text"]) > width else entry
+                     for entry in entries]
             cut_at = [entry["line"] for entry in entries if len(entry["text"]) > width]
             first = cut_at[0]
             many = len(cut_at) > 1
             cut = (f"{noun}{('ies' if many else 'y') if nul else ('s' if many else '')} "
                    f"{', '.join(f'{n:,}' for n in cut_at)} "
                    f"{'are' if many else 'is'} longer than this page's budget allows and "
-                   f"{'are' if many else 'is'} cut after {width:,} characters; "
+                   f"{'are' if many else 'is'} cut to {width:,} characters (a match line around its match); "
                    f"fetch_slice(artifact_id=\"{row['id']}\", {unit}offset={first}, limit=1) reads "
                    f"{noun}{'y' if nul else ''} {first:,} whole, page by page")
             return respond(1, _grep_text(shown), cut)
