@@ -281,6 +281,14 @@ def test_a_page_past_the_last_result_says_where_the_results_are(off):
     assert "the 3,000 are at offsets 0–2,999" in past
 
 
+def test_context_with_jmespath_or_sql_is_refused_not_ignored(off):
+    aid = off.put([{"a": i} for i in range(3000)], tool="api").artifact_id
+    for expression in ({"jmespath": "[0]"}, {"sql": "SELECT 1"}):
+        with pytest.raises(InvalidArgument, match="context is the lines around each grep match"):
+            off.query_artifact(aid, context=2, **expression)
+        assert off.query_artifact(aid, context=0, **expression)["count"] == 1
+
+
 def test_grep_bad_and_catastrophic_patterns(off, store_url):
     ref = off.process("read", ("a" * 4000 + "b\n") * 300)
     with pytest.raises(QueryError):

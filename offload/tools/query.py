@@ -180,6 +180,8 @@ class QueryRunner:
         validate("lines", offset, limit)
         if not isinstance(context, int) or context < 0 or context > 50:
             raise InvalidArgument(f"context must be an integer from 0 to 50 (got {context!r}).")
+        if context and grep is None:  # said, not ignored: the model would think it got the lines around
+            raise InvalidArgument(f"context is the lines around each grep match; {given[0]} has none: omit it.")
         if jmespath is not None:
             return self._jmespath(row, jmespath, offset, limit)
         if grep is not None:
