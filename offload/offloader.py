@@ -419,12 +419,16 @@ class Offloader:
             response = outcome.inline
         else:
             about = {"derived_from": artifact_id, "expression": outcome.expression, "count": outcome.count}
+            said = f"\n{outcome.note}" if outcome.note else ""  # in the text and the JSON: room for both
+            if outcome.note:
+                about["note"] = outcome.note
             # the response is the reference's JSON with its text inside: the text leaves room for the rest
             ref = self._offload("query_artifact", Payload(outcome.derived, None), session=session,
                                 args={k: v for k, v in args.items() if v is not None and not k.startswith("_")},
-                                fail_open=False, parent_id=artifact_id, reserve=self._envelope(about))
+                                fail_open=False, parent_id=artifact_id,
+                                reserve=self._envelope(about) + (self.references.measure(said) if said else 0))
             derived_id = ref.artifact_id
-            response = self.structured(ref, **about, text=ref.render())
+            response = self.structured(ref, **about, text=ref.render() + said)
         self._log_extract(row, outcome.op, outcome.expression, args, outcome.result_sha256, outcome.result_bytes,
                           derived_id, started, session)
         return response

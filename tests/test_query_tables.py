@@ -53,6 +53,17 @@ def test_keys_differing_only_in_case_are_never_read_for_one_another(off):
     assert "name_2" in dispatch(off, "query_artifact", {"artifact_id": aid, "sql": "SELECT 1 AS one"}).text
 
 
+def test_a_result_stored_as_a_derived_artifact_keeps_the_note(off, real_count):
+    # stored whole because too big to show inline, the result lost the note saying which column is which key
+    aid = off.put([{"Name": i, "name": -i, "pad": "x" * 40} for i in range(3000)], tool="api").artifact_id
+    out = off.query_artifact(aid, sql="SELECT * FROM artifact")
+    assert "derived_from" in out and '"name_2" holds the key "name"' in out["note"]
+    assert '"name_2" holds the key "name"' in out["text"]
+    text = dispatch(off, "query_artifact", {"artifact_id": aid, "sql": "SELECT * FROM artifact"}).text
+    assert '"name_2" holds the key "name"' in text
+    assert real_count(text) <= off.settings.reference_tokens
+
+
 def test_case_renames_reach_ndjson_nested_keys_and_taken_names(off):
     rows = "".join(f'{{"id": {i}, "ID": "x{i}", "id_1": {i * 2}, "s": {{"X": {i}, "x": {-i}}}}}\n'
                    for i in range(3000))

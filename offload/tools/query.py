@@ -44,6 +44,7 @@ class Outcome:
     derived: bytes | None = None  # the full result to store when it does not
     derived_kind: str = "json"
     count: int = 0
+    note: str | None = None  # how the artifact became SQL's table (renamed keys, ragged lines), said beside a derived one
 
     @functools.cached_property
     def _result(self) -> bytes:
@@ -432,9 +433,9 @@ class QueryRunner:
         finally:
             result.close()
         if spill is not None:
-            return Outcome("sql", sql, derived=bytes(spill), derived_kind="ndjson", count=total)
+            return Outcome("sql", sql, derived=bytes(spill), derived_kind="ndjson", count=total, note=note)
         return self._page(row, "sql", sql, rows, offset, total, args, whole=(
-            lambda: Outcome("sql", sql, derived=_ndjson(rows), derived_kind="ndjson", count=total))
+            lambda: Outcome("sql", sql, derived=_ndjson(rows), derived_kind="ndjson", count=total, note=note))
             if limit is None and offset == 0 else None, note=note)
 
     def _sql_timeout(self, total: int) -> QueryTimeout:
