@@ -263,6 +263,20 @@ def test_unknown_ids_fail_clearly_and_change_nothing(url, tmp_path):
     assert b"Traceback" not in done.stderr
 
 
+def test_a_read_of_another_programs_database_is_one_clear_line_and_changes_nothing(tmp_path):
+    path = tmp_path / "app.db"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY)")
+    conn.close()
+    before = path.read_bytes(), stat.S_IMODE(path.stat().st_mode)
+    result = offload("--url", str(path), "ls", ok=False)
+    assert result.exit_code == 2 and result.stderr == (
+        f"error: {path} is not an offload store: it is another program's database (tables: users). Point --url "
+        f"(or OFFLOAD_URL) at an offload store or a new file; {path} was left as it is.\n")
+    assert (path.read_bytes(), stat.S_IMODE(path.stat().st_mode)) == before
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith("app")] == ["app.db"]
+
+
 def test_put_of_an_unreadable_file_fails_clearly(url, tmp_path):
     for path in (tmp_path / "missing.txt", tmp_path):
         result = offload("--url", url, "put", str(path), "--tool", "cat", ok=False)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -627,6 +628,158 @@ def test_a_store_url_at_a_file_that_is_no_database_is_refused_and_the_file_left_
         open_engine(f"{scheme}:///{tmp_path}")
 
 
+@pytest.fixture
+def here(tmp_path):
+    """A folder of the test's own (tmp_path also holds the isolated home and working folder)."""
+    folder = tmp_path / "here"
+    folder.mkdir()
+    return folder
+
+
+def _state(path) -> tuple:
+    """What a path is, to the bit: its type and mode, and a regular file's bytes."""
+    info = os.lstat(path)
+    return stat.S_IFMT(info.st_mode), stat.S_IMODE(info.st_mode), path.read_bytes() if path.is_file() else None
+
+
+def _not_files(tmp_path) -> list[tuple]:
+    """A sticky world-writable folder, a FIFO and a copy of the null device (never the real ones)."""
+    made = []
+    sticky = tmp_path / "shared"
+    sticky.mkdir()
+    os.chmod(sticky, 0o1777)
+    made.append((sticky, "is a directory; a SQLite or DuckDB store is a file"))
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo, 0o644)
+    made.append((fifo, "is a FIFO"))
+    null = tmp_path / "null"
+    try:
+        os.mknod(null, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+        made.append((null, "is a character device"))
+    except PermissionError:  # not root: the folder and the FIFO still say it
+        pass
+    return made
+
+
+@pytest.mark.parametrize("scheme", ["sqlite", "duckdb"])
+def test_a_store_url_at_what_is_not_a_regular_file_is_refused_and_changes_nothing(here, scheme, monkeypatch):
+    """Opening made the folder, device or FIFO it named owner-only (a sticky 1777 folder lost its sticky bit;
+    sqlite:////dev/null made the null device 0600), and DuckDB replaced a FIFO or a device by its file."""
+    made = _not_files(here)
+    for path, says in made:
+        before = _state(path)
+        with pytest.raises(StoreError) as caught:
+            open_engine(f"{scheme}:///{path}")
+        assert _state(path) == before, path
+        assert re.search(rf"{re.escape(str(path))} {says}.*left as it is", str(caught.value)), str(caught.value)
+    sticky = here / "shared"
+    monkeypatch.chdir(sticky)
+    with pytest.raises(StoreError, match="is a directory"):
+        open_engine(".")  # a bare path: the working folder
+    assert _state(sticky) == (stat.S_IFDIR, 0o1777, None)
+    assert sorted(p.name for p in here.iterdir()) == sorted(p.name for p, _ in made)  # no side file either
+
+
+@pytest.mark.parametrize("scheme, kind", [("sqlite", "SQLite"), ("duckdb", "DuckDB")])
+def test_a_file_that_is_no_database_keeps_its_mode(here, scheme, kind):
+    """The error said "the file itself was left as it is", and it had been made 0600."""
+    path = here / "notes.txt"
+    path.write_bytes(b"my notes\n" * 1000)
+    os.chmod(path, 0o664)
+    with pytest.raises(StoreError, match=f"not a {kind} database"):
+        open_engine(f"{scheme}:///{path}")
+    assert _state(path) == (stat.S_IFREG, 0o664, b"my notes\n" * 1000)
+    assert [p.name for p in here.iterdir()] == ["notes.txt"]
+
+
+def test_an_empty_regular_file_becomes_a_duckdb_store(tmp_path):
+    path = tmp_path / "new.duckdb"
+    path.touch()  # DuckDB refuses an empty file: it is replaced (only a regular file is)
+    store = _store(f"duckdb:///{path}")
+    assert store.get(_put(store, b"kept\n"), "")["bytes"] == 5
+    store.close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+def _foreign_sqlite(path, *, alembic: str | None = None) -> None:
+    import sqlite3
+
+    conn = sqlite3.connect(path)
+    conn.execute("CREATE TABLE users (id INTEGER PRIMARY KEY, name TEXT)")
+    conn.execute("INSERT INTO users (name) VALUES ('ada')")
+    if alembic is not None:
+        conn.execute("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)")
+        conn.execute("INSERT INTO alembic_version VALUES (?)", (alembic,))
+    conn.commit()
+    conn.close()
+    os.chmod(path, 0o664)
+
+
+@pytest.mark.parametrize("alembic", [None, "ae1027a6acf"])
+def test_another_programs_sqlite_database_is_refused_and_left_as_it_is(here, alembic):
+    """A read (`offload ls`) added offload's tables to it, switched it to WAL mode for good and made it 0600;
+    with its own alembic_version, the error said a newer offload had migrated it."""
+    import sqlite3
+
+    path = here / "app.db"
+    _foreign_sqlite(path, alembic=alembic)
+    before = _state(path)
+    with pytest.raises(StoreError) as caught:
+        open_engine(str(path))
+    message = str(caught.value)
+    assert message.startswith(f"{path} is not an offload store") and "users" in message, message
+    assert "newer offload" not in message and "\n" not in message
+    if alembic:
+        assert f"revision {alembic}, which is none of offload's" in message
+    assert _state(path) == before
+    assert [p.name for p in here.iterdir()] == ["app.db"]
+    conn = sqlite3.connect(path)
+    assert conn.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    conn.close()
+
+
+def test_another_programs_duckdb_database_is_refused_and_left_as_it_is(here):
+    import duckdb
+
+    path = here / "app.duckdb"
+    conn = duckdb.connect(str(path))
+    conn.execute("CREATE TABLE users (id INTEGER, name TEXT)")
+    conn.close()
+    os.chmod(path, 0o664)
+    before = _state(path)
+    with pytest.raises(StoreError, match=rf"^{re.escape(str(path))} is not an offload store: .*tables: users"):
+        open_engine(f"duckdb:///{path}")
+    assert _state(path) == before
+    assert [p.name for p in here.iterdir()] == ["app.duckdb"]
+
+
+def test_a_postgresql_store_lives_beside_other_tables_but_not_beside_another_alembic_version(pg_database):
+    """A shared database is common: offload's tables go beside other tables. Another program's alembic_version
+    is where both would keep their revision: refused as not an offload store, not as a newer offload's."""
+    from conftest import pg_schema_url
+
+    url = pg_schema_url(pg_database)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE users (id INTEGER)")
+    engine.dispose()
+    store = _store(url)
+    assert {"users", "artifacts"} <= set(sa.inspect(store.engine).get_table_names())
+    store.close()
+
+    url = pg_schema_url(pg_database)
+    engine = sa.create_engine(url)
+    with engine.begin() as conn:
+        conn.exec_driver_sql("CREATE TABLE users (id INTEGER)")
+        conn.exec_driver_sql("CREATE TABLE alembic_version (version_num VARCHAR(32) PRIMARY KEY)")
+        conn.exec_driver_sql("INSERT INTO alembic_version VALUES ('ae1027a6acf')")
+    with pytest.raises(StoreError, match="is not an offload store: its alembic_version table is at revision "
+                                         "ae1027a6acf, which is none of offload's.*schema of its own"):
+        open_engine(url)
+    assert set(sa.inspect(engine).get_table_names()) == {"users", "alembic_version"}
+    engine.dispose()
+
+
 def test_a_failed_migration_says_what_the_server_said_without_the_sql(pg_database):
     url = pg_database.update_query_dict({"options": "-csearch_path=offload_no_such_schema"})
     with pytest.raises(StoreError) as caught:
@@ -750,8 +903,7 @@ def test_a_new_sqlite_store_has_big_pages_and_an_old_one_keeps_its_own(tmp_path)
     old_path = tmp_path / "old.db"
     raw = sqlite3.connect(old_path)
     raw.execute("PRAGMA page_size = 4096")
-    raw.execute("PRAGMA journal_mode = WAL")
-    raw.execute("CREATE TABLE before_offload (x)")  # the file exists with its page size
+    raw.execute("PRAGMA journal_mode = WAL")  # the file exists with its page size (a table would make it no store)
     raw.close()
     old = _store(f"sqlite:///{old_path}")
     data = _text(40_000)

@@ -4,12 +4,17 @@ The store is found like git finds a repository: an explicit URL (or OFFLOAD_URL)
 `.offload/` folder from the working directory upwards, else a per-user store. SQLite runs in WAL mode
 with a busy timeout so several processes share one store; writes take the lock up front (BEGIN
 IMMEDIATE) so a reader turning writer never fails with "database is locked" mid-transaction. A SQLite
-store this user cannot write is opened read-only (see `_read_only_url`) and never migrated.
+store this user cannot write is opened read-only (see `_read_only_url`) and never migrated. Opening
+changes nothing that is not an offload store: a path that is not a regular file, or a database of
+another program, is refused as it is (see `_refuse_non_file`, `_not_offload`).
 """
 
 from __future__ import annotations
 
+import functools
 import os
+import sqlite3
+import stat
 import threading
 import urllib.parse
 import zlib
@@ -24,6 +29,7 @@ from sqlalchemy import event
 from sqlalchemy.engine import URL, Engine, make_url
 
 from ..errors import StoreError, StoreLocked, StoreReadOnly
+from .models import metadata
 
 PROJECT_DIR = ".offload"
 STORE_FILE = "store.db"
@@ -70,26 +76,65 @@ def init_project(folder: Path) -> Path:
     return target
 
 
+# ---------------------------------------------------------------------------------------------
+# The store file and its side files
+
 def _database_file(url: URL) -> Path | None:
-    if url.get_backend_name() in ("sqlite", "duckdb") and url.database not in (None, "", ":memory:"):
-        return Path(url.database)
-    return None
+    backend, database = url.get_backend_name(), url.database
+    if backend not in ("sqlite", "duckdb") or database in (None, "", ":memory:"):
+        return None
+    if backend == "sqlite" and url.query.get("uri") == "true" and database.startswith("file:"):
+        # SQLite's URI filename (how a read-only store is opened): file:PATH, PATH percent-encoded
+        return Path(urllib.parse.unquote(database.removeprefix("file:").removeprefix("//localhost")))
+    return Path(database)
 
 
-def _prepare_file(path: Path) -> None:
-    """Make the folder and an owner-only (0600) file before the database engine creates it."""
+_KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISSOCK, "a socket"))
+
+
+def _refuse_non_file(path: Path, shown: str) -> bool:
+    """Whether `path` exists; a StoreError, before anything is touched, when it is not a regular file.
+
+    Opening made a folder, a device or a FIFO named as the store owner-only (a sticky 1777 folder lost
+    its sticky bit, sqlite:////dev/null made the null device 0600), and DuckDB replaced any empty one
+    (a FIFO) by its file: only a regular file, or nothing, may be a store."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return False
+    except OSError as exc:  # a parent that is a file, a folder this user cannot enter
+        raise StoreError(f"Cannot open the store {shown}: {path}: {exc.strerror or exc}") from exc
+    if stat.S_ISREG(mode):
+        return True
+    if stat.S_ISDIR(mode):
+        raise StoreError(f"Cannot open the store {shown}: {path} is a directory; a SQLite or DuckDB store is a "
+                         f"file (e.g. {path / STORE_FILE}). The directory was left as it is.")
+    what = next((f"is {name}, not a regular file" for test, name in _KINDS if test(mode)), "is not a regular file")
+    raise StoreError(f"Cannot open the store {shown}: {path} {what}; a SQLite or DuckDB store is a file. Point "
+                     f"--url (or OFFLOAD_URL) at a new file; {path} was left as it is.")
+
+
+def _prepare_path(backend: str, path: Path, existed: bool) -> None:
+    """Make the folder, and for SQLite an owner-only (0600) file, before the database engine opens it."""
     if not path.parent.exists():
         path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
-    if not path.exists():
+    if backend == "sqlite" and not existed:
         os.close(os.open(path, os.O_CREAT | os.O_WRONLY, 0o600))
-    _owner_only(path)
+    elif backend == "duckdb" and existed and os.lstat(path).st_size == 0 and stat.S_ISREG(os.lstat(path).st_mode):
+        path.unlink()  # DuckDB refuses an empty file; it creates its own (made owner-only once open)
 
 
-def _owner_only(path: Path) -> None:
-    """Take group's and others' access away, and nothing from the owner: a store its owner made
-    read-only (0444) stays read-only (it was made 0600, writable, at every open)."""
-    mode = path.stat().st_mode & 0o777
-    if mode & 0o077:
+def _owner_only(path: Path, *, follow: bool = True) -> None:
+    """Take group's and others' access away from a regular file, and nothing from the owner: a store its
+    owner made read-only (0444) stays read-only (it was made 0600, writable, at every open). Only a
+    store that opened as one (or its side files) comes here; anything else is left as it is."""
+    try:
+        info = os.stat(path) if follow else os.lstat(path)
+    except FileNotFoundError:
+        return
+    mode = stat.S_IMODE(info.st_mode)
+    if stat.S_ISREG(info.st_mode) and mode & 0o077:
         os.chmod(path, mode & 0o700)
 
 
@@ -97,22 +142,12 @@ def _sidecar(path: Path, suffix: str) -> Path:
     return path.with_name(path.name + suffix)
 
 
+_SIDECARS = ("-wal", "-shm", ".wal", "-journal")  # SQLite's log, its index and its rollback journal; DuckDB's log
+
+
 def _restrict_sidecars(path: Path) -> None:
-    for suffix in ("-wal", "-shm", ".wal", "-journal"):
-        side = _sidecar(path, suffix)
-        if side.exists():
-            _owner_only(side)
-
-
-def _prepare_path(backend: str, path: Path | None) -> None:
-    if path is None:
-        return
-    if backend == "duckdb" and path.exists() and path.stat().st_size == 0:
-        path.unlink()  # DuckDB refuses an empty file; it creates its own (then we chmod it)
-    if backend == "sqlite":
-        _prepare_file(path)
-    elif not path.parent.exists():
-        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    for suffix in _SIDECARS:  # a link there is not SQLite's or DuckDB's own file: not followed
+        _owner_only(_sidecar(path, suffix), follow=False)
 
 
 def _writable(path: Path) -> bool:
@@ -134,8 +169,12 @@ def _read_only_url(url: URL, path: Path) -> URL:
     file alone, with no side file and no lock. With one (a writer has it open, or died with commits only
     the log holds), `mode=ro` reads through the log, which needs its -shm file there or creatable.
     """
-    option = {"mode": "ro"} if _sidecar(path, "-wal").exists() else {"immutable": "1"}
-    return url.set(database="file:" + urllib.parse.quote(str(path)), query={**url.query, **option, "uri": "true"})
+    return url.set(database="file:" + urllib.parse.quote(str(path)), query={**url.query, **_read_only_option(path),
+                                                                             "uri": "true"})
+
+
+def _read_only_option(path: Path) -> dict[str, str]:
+    return {"mode": "ro"} if _sidecar(path, "-wal").exists() else {"immutable": "1"}
 
 
 def read_only_file(url: URL) -> Path | None:
@@ -145,17 +184,105 @@ def read_only_file(url: URL) -> Path | None:
         return None
     if query.get("mode") != "ro" and query.get("immutable") != "1":
         return None
-    return Path(urllib.parse.unquote(url.database.removeprefix("file:")))
+    return _database_file(url)
 
+
+# ---------------------------------------------------------------------------------------------
+# Whose database it is
+
+_OFFLOAD_TABLES = frozenset(metadata.tables)
+_VERSION_TABLE = "alembic_version"
+
+
+@functools.cache
+def _scripts() -> ScriptDirectory:
+    return ScriptDirectory.from_config(alembic_config())  # reads every migration file: once
+
+
+@functools.cache
+def _revisions() -> frozenset[str]:
+    return frozenset(script.revision for script in _scripts().walk_revisions())
+
+
+def _not_offload(tables: set[str], revision: str | None, *, embedded: bool) -> str | None:
+    """Why a database holding `tables` (its alembic revision `revision`) is not an offload store, or None.
+
+    Opening another program's SQLite file added offload's tables beside its own, switched it to WAL mode
+    and made it owner-only, for good. A file is one program's store: one with tables and none of
+    offload's is refused (`embedded`). A PostgreSQL database is shared: offload's tables live beside
+    others, but not beside another program's alembic_version, the table both keep their revision in.
+    An unknown revision with offload's tables is a newer offload's (see `_refuse_newer`)."""
+    ours = tables & _OFFLOAD_TABLES
+    if revision is not None:
+        if revision in _revisions() or {"artifacts", "contents", "chunks"} <= ours:
+            return None
+        return (f"its {_VERSION_TABLE} table is at revision {revision}, which is none of offload's: another "
+                f"program's migrations manage it (tables: {_listed(tables)})")
+    if ours:
+        return (f"it has tables named like offload's ({_listed(ours)}) but no offload schema revision: "
+                "offload did not make them")
+    others = tables - {_VERSION_TABLE}
+    if embedded and others:
+        return f"it is another program's database (tables: {_listed(others)})"
+    return None
+
+
+def _listed(tables: set[str], most: int = 8) -> str:
+    names = sorted(tables)
+    return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
+
+
+def _refusal(shown: str, path: Path | None, why: str) -> StoreError:
+    if path is not None:
+        return StoreError(f"{path} is not an offload store: {why}. Point --url (or OFFLOAD_URL) at an offload "
+                          f"store or a new file; {path} was left as it is.")
+    return StoreError(f"{shown} is not an offload store: {why}. Give offload a database or a schema of its own "
+                      "(CREATE SCHEMA offload, then ?options=-csearch_path%3Doffload); nothing was changed.")
+
+
+def _sqlite_schema(path: Path) -> tuple[set[str], str | None] | None:
+    """`_schema` of the SQLite file at `path`, read without changing it (no WAL switch, no side file: see
+    `_read_only_url`); None when it is no SQLite database (opening it says so)."""
+    journal = _sidecar(path, "-journal").exists()  # a rollback-journal writer is committing: read under its lock
+    option = urllib.parse.urlencode({"mode": "ro"} if journal else _read_only_option(path))
+    try:
+        conn = sqlite3.connect(f"file:{urllib.parse.quote(str(path))}?{option}", uri=True)
+        try:
+            return _schema(conn.execute, sqlite=True)
+        finally:
+            conn.close()
+    except sqlite3.Error:
+        return None
+
+
+def _schema(execute, *, sqlite: bool) -> tuple[set[str], str | None]:
+    """The tables (and views) of the schema a connection works in, and the alembic revision kept there."""
+    tables = {row[0] for row in execute(
+        "SELECT name FROM sqlite_master WHERE type IN ('table', 'view') AND name NOT LIKE 'sqlite_%'" if sqlite else
+        "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() "
+        "AND table_catalog = current_database()")}
+    rows = list(execute(f"SELECT version_num FROM {_VERSION_TABLE}")) if _VERSION_TABLE in tables else []
+    return tables, rows[0][0] if rows else None
+
+
+# ---------------------------------------------------------------------------------------------
+# Opening
 
 def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
     parsed = make_url(url)
     backend = parsed.get_backend_name()
+    shown = parsed.render_as_string(hide_password=True)
     path = _database_file(parsed)
-    read_only = backend == "sqlite" and path is not None and path.is_file() and not _writable(path)
+    existed = path is not None and _refuse_non_file(path, shown)
+    # a file that had something in it may be another program's: it is checked before it is changed
+    foreign_check = existed and path.stat().st_size > 0
+    read_only = backend == "sqlite" and existed and not _writable(path)
+    if backend == "sqlite" and foreign_check and (schema := _sqlite_schema(path)) is not None:
+        if (why := _not_offload(*schema, embedded=True)) is not None:
+            raise _refusal(shown, path, why)
     try:
-        if not read_only:
-            _prepare_path(backend, path)
+        if path is not None and not read_only:
+            _prepare_path(backend, path, existed)
     except OSError as exc:
         raise StoreError(f"Cannot create the store file {path}: {exc.strerror or exc}") from exc
     if backend == "sqlite":
@@ -179,12 +306,16 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
     try:
         with engine.connect() as conn:  # read-only, a real read: SQLite opens the file (and its log) lazily
             conn.exec_driver_sql("SELECT count(*) FROM sqlite_master" if read_only else "SELECT 1")
+            why = (_not_offload(*_schema(conn.exec_driver_sql, sqlite=False), embedded=True)
+                   if backend == "duckdb" and foreign_check else None)
     except sa.exc.DBAPIError as exc:
         engine.dispose()
         raise _open_error(url, path, exc, read_only) from exc
+    if why is not None:
+        engine.dispose()
+        raise _refusal(shown, path, why)
     if path is not None and not read_only:  # a read-only store is not ours to change, its modes neither
-        if path.exists():
-            _owner_only(path)
+        _owner_only(path)
         _restrict_sidecars(path)
     return engine
 
@@ -198,9 +329,6 @@ def _open_error(url: str, path: Path | None, exc: Exception, read_only: bool = F
             "PostgreSQL for several writers."
         )
     shown = make_url(url).render_as_string(hide_password=True)
-    if path is not None and path.is_dir():
-        return StoreError(f"Cannot open the store {shown}: {path} is a directory; a SQLite or DuckDB store is a "
-                          f"file (e.g. {path / 'store.db'}).")
     if path is not None and ("file is not a database" in text or "not a valid DuckDB database" in text):
         return StoreError(f"Cannot open the store {shown}: {path} exists but is not a "
                           f"{'DuckDB' if 'DuckDB' in text else 'SQLite'} database ({text}). Point --url (or "
@@ -335,7 +463,7 @@ def alembic_config() -> Config:
 
 
 def head_revision() -> str:
-    return ScriptDirectory.from_config(alembic_config()).get_current_head()
+    return _scripts().get_current_head()
 
 
 def current_revision(engine: Engine) -> str | None:
@@ -350,6 +478,10 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
         before = current_revision(engine)
         if before == head:
             return before, head
+        with engine.connect() as conn:
+            why = _not_offload(*_schema(conn.exec_driver_sql, sqlite=engine.dialect.name == "sqlite"), embedded=False)
+        if why is not None:
+            raise _refusal(engine.url.render_as_string(hide_password=True), _database_file(engine.url), why)
         _refuse_newer(before, head)
         if (frozen := read_only_file(engine.url)) is not None:
             raise StoreReadOnly(frozen, f"be migrated to this offload's schema (revision {before} to {head})")
@@ -367,15 +499,11 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
 
 def _refuse_newer(revision: str | None, head: str) -> None:
     """A store another install of a newer offload has migrated: this version cannot know its schema."""
-    if revision is None:
-        return
-    try:
-        ScriptDirectory.from_config(alembic_config()).get_revision(revision)
-    except Exception:  # noqa: BLE001 - alembic raises several kinds for a revision it does not have
+    if revision is not None and not revision in _revisions():
         raise StoreError(
             f"The store's schema is at revision {revision}, which this version of offload does not know "
             f"(it knows up to {head}): a newer offload migrated it. Upgrade offload "
-            "(pip install -U offload) to use this store.") from None
+            "(pip install -U offload) to use this store.")
 
 
 def open_engine(url: str | None = None, *, busy_timeout: float = 30.0, migrate: bool = True) -> Engine:
@@ -387,4 +515,7 @@ def open_engine(url: str | None = None, *, busy_timeout: float = 30.0, migrate: 
             engine.dispose()
             raise StoreError(f"Cannot migrate the store {engine.url.render_as_string(hide_password=True)}: "
                              f"{driver_message(exc, first_line=True)}") from exc
+        except BaseException:
+            engine.dispose()
+            raise
     return engine
