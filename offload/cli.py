@@ -98,10 +98,11 @@ def main() -> None:
 @app.command()
 def init(path: Path = typer.Argument(Path("."), help="Project folder (default: here).")) -> None:
     """Create a project store in PATH/.offload/ (ignored by git). Example: offload init"""
-    from .store.engines import STORE_FILE, init_project
+    from .store.engines import STORE_FILE, file_url, init_project
 
     folder = init_project(path.resolve())
-    Offloader(f"sqlite:///{folder / STORE_FILE}").store  # create and migrate now
+    with Offloader(file_url(folder / STORE_FILE)) as off:
+        off.store  # create and migrate now
     typer.echo(f"Initialized an offload store in {folder}")
 
 

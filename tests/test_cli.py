@@ -104,6 +104,22 @@ def test_init_makes_a_private_project_store_that_later_commands_find(tmp_path, m
     assert stat.S_IMODE((folder / "store.db").stat().st_mode) == 0o600
 
 
+@pytest.mark.parametrize("name", ["pc%41t", "we?ird", "a#b c ü"])
+def test_init_and_discovery_work_in_a_folder_whose_name_holds_url_characters(tmp_path, monkeypatch, name):
+    """The store URL was f"sqlite:///{path}": in pc%41t, init named the right folder and made the store in a
+    sibling pcAt/.offload/; in we?ird, a file named `we` in the parent."""
+    parent = tmp_path / "projects"
+    project = parent / name
+    (project / "src").mkdir(parents=True)
+    monkeypatch.chdir(project)
+    assert str(project / ".offload") in offload("init").stdout
+    monkeypatch.chdir(project / "src")  # found from below, without --url
+    ref = offload_json("put", str(STDLIB / "typing.py"), "--tool", "cat")
+    assert [row[0] for row in store_rows(project / ".offload" / "store.db")] == [ref["artifact_id"]]
+    assert [p.name for p in parent.iterdir()] == [name]
+    assert sorted(p.name for p in project.iterdir()) == [".offload", "src"]
+
+
 # -- put / cat / show / ls ----------------------------------------------------------------------------
 
 

@@ -701,6 +701,28 @@ def test_an_empty_regular_file_becomes_a_duckdb_store(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+_NAMES = ["q?mark.db", "pc%41t.db", "h#sh.db", "sp ace ünï.db", "a@b:c.db", "q?d%41 #ü.duckdb"]
+
+
+@pytest.mark.parametrize("name", _NAMES)
+def test_a_store_path_may_hold_any_character(tmp_path, name):
+    """f"sqlite:///{path}" read a `?` as the query (q?mark.db made a file named q), `%41` as an A and
+    `#` as the end of the URL."""
+    folder = tmp_path / "s"
+    folder.mkdir()
+    path = folder / name
+    for url in (str(path), "file_url"):
+        if url == "file_url":
+            from offload.store.engines import file_url
+
+            url = file_url(path, "duckdb" if name.endswith(".duckdb") else "sqlite")
+        store = _store(url)
+        _put(store, b"x\n" + url.encode())
+        store.close()
+        assert sorted(p.name for p in folder.iterdir() if not p.name.endswith((".wal", "-wal", "-shm"))) == [name]
+    assert len(Store(open_engine(str(path))).list("")[0]) == 2
+
+
 def _foreign_sqlite(path, *, alembic: str | None = None) -> None:
     import sqlite3
 

@@ -51,16 +51,21 @@ def user_store_dir() -> Path:
     return Path(platformdirs.user_data_dir("offload", appauthor=False))
 
 
+def file_url(path: Path | str, backend: str = "sqlite") -> str:
+    """The URL of the store file at `path`, whatever its name holds: written as f"sqlite:///{path}", a `?`
+    starts the query (q?mark.db opened a file named q), `%41` is read as an A and `#` ends the URL."""
+    return URL.create(backend, database=str(path)).render_as_string(hide_password=False)
+
+
 def resolve_url(url: str | None = None) -> str:
     """The store URL: explicit, OFFLOAD_URL, nearest .offload/, else the per-user store."""
     url = url or os.environ.get("OFFLOAD_URL")
     if not url:
         folder = find_project_store() or user_store_dir()
-        return f"sqlite:///{folder / STORE_FILE}"
+        return file_url(folder / STORE_FILE)
     if "://" not in url:  # a plain path: the suffix says which embedded engine
         path = Path(url).expanduser().resolve()
-        scheme = "duckdb" if path.suffix == ".duckdb" else "sqlite"
-        return f"{scheme}:///{path}"
+        return file_url(path, "duckdb" if path.suffix == ".duckdb" else "sqlite")
     if url.startswith(("postgresql://", "postgres://")):
         return "postgresql+psycopg://" + url.split("://", 1)[1]
     return url
