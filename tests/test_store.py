@@ -12,6 +12,7 @@ import sys
 import textwrap
 import time
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
@@ -721,6 +722,26 @@ def test_a_store_path_may_hold_any_character(tmp_path, name):
         store.close()
         assert sorted(p.name for p in folder.iterdir() if not p.name.endswith((".wal", "-wal", "-shm"))) == [name]
     assert len(Store(open_engine(str(path))).list("")[0]) == 2
+
+
+@pytest.mark.parametrize("url", ["sqlite://", "sqlite:///:memory:", "sqlite:///", "duckdb:///:memory:",
+                                 "sqlite:///file::memory:?uri=true"])
+def test_an_in_memory_store_holds_big_results(url):
+    """A result of 512 KiB or more is written on a worker thread, which got an in-memory database of its own:
+    every such result failed ("no such table: contents")."""
+    from offload import Offloader
+
+    data = "".join(f'{{"i": {i}, "text": "{"x" * 40}"}}\n' for i in range(100_000))  # ~5.5 MB of NDJSON
+    with Offloader(url) as off:
+        ref = off.process("cat", data)
+        assert b"".join(off.store.iter_bytes(off.store.get(ref.artifact_id, "")["sha256"])) == data.encode()
+        assert off.query_artifact(ref.artifact_id, jmespath="[?i == `99999`].i")["result"] == [99999]
+        assert off.fetch_slice(ref.artifact_id, offset=-1)["content"].startswith('{"i": 99999, ')
+        folder = Path(off.store.engine.url.database).parent
+        assert stat.S_IMODE(folder.stat().st_mode) == 0o700
+    assert not folder.exists()  # nothing of it is left once it is closed
+    with Offloader(url) as off:  # a new one is empty, as an in-memory database is
+        assert off.store.list("")[0] == []
 
 
 def _foreign_sqlite(path, *, alembic: str | None = None) -> None:

@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 import sqlite3
 import stat
+import tempfile
 import threading
 import urllib.parse
+import weakref
 import zlib
 from pathlib import Path
 
@@ -92,6 +95,33 @@ def _database_file(url: URL) -> Path | None:
         # SQLite's URI filename (how a read-only store is opened): file:PATH, PATH percent-encoded
         return Path(urllib.parse.unquote(database.removeprefix("file:").removeprefix("//localhost")))
     return Path(database)
+
+
+def _in_memory(url: URL) -> bool:
+    """An in-memory database: one per connection (the pool gives each thread its own), so what the worker
+    thread wrote of a big result was missing from the caller's ("no such table: contents")."""
+    backend, database, query = url.get_backend_name(), url.database or "", url.query
+    if backend == "duckdb" or (backend == "sqlite" and database in ("", ":memory:")):
+        return database == "" or database.startswith(":memory:")
+    return backend == "sqlite" and query.get("uri") == "true" and (
+        query.get("mode") == "memory" or database.startswith("file::memory:"))
+
+
+def _temporary_store(url: URL) -> URL:
+    """An in-memory URL as a private temporary file (in a 0700 folder of its own), removed when the engine
+    is disposed, collected, or the process ends: every thread and connection sees the one database, with
+    the same WAL concurrency as a store on disk. A named shared-cache memory database would fail a
+    reader beside a writer at once ("database table is locked": no busy timeout there)."""
+    backend = url.get_backend_name()
+    folder = tempfile.mkdtemp(prefix="offload-memory-")
+    path = Path(folder) / ("store.duckdb" if backend == "duckdb" else STORE_FILE)
+    query = {k: v for k, v in url.query.items() if k not in ("uri", "mode", "cache", "vfs")}
+    return url.set(database=str(path), query=query)
+
+
+def _remove_when_done(engine: Engine, folder: Path) -> None:
+    remove = weakref.finalize(engine, shutil.rmtree, folder, ignore_errors=True)  # also at exit
+    event.listen(engine, "engine_disposed", lambda _engine: remove())
 
 
 _KINDS = ((stat.S_ISDIR, "a directory"), (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
@@ -277,6 +307,9 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
     parsed = make_url(url)
     backend = parsed.get_backend_name()
     shown = parsed.render_as_string(hide_password=True)
+    temporary = _in_memory(parsed)
+    if temporary:
+        parsed = _temporary_store(parsed)
     path = _database_file(parsed)
     existed = path is not None and _refuse_non_file(path, shown)
     # a file that had something in it may be another program's: it is checked before it is changed
@@ -308,6 +341,8 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
         engine = sa.create_engine(parsed)
     else:
         raise StoreError(f"Unsupported store URL {url!r}: use sqlite:///PATH, duckdb:///PATH or postgresql://…")
+    if temporary:
+        _remove_when_done(engine, path.parent)
     try:
         with engine.connect() as conn:  # read-only, a real read: SQLite opens the file (and its log) lazily
             conn.exec_driver_sql("SELECT count(*) FROM sqlite_master" if read_only else "SELECT 1")
