@@ -702,6 +702,26 @@ def test_an_empty_regular_file_becomes_a_duckdb_store(tmp_path):
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
 
 
+def test_the_duckdb_log_is_owner_only_whenever_it_is_there(tmp_path):
+    """DuckDB makes X.duckdb.wal anew after each checkpoint, with the umask (0644): readable by anyone while
+    the store was open, and after a kill until the next open."""
+    path = tmp_path / "store.duckdb"
+    log = tmp_path / "store.duckdb.wal"
+    old = os.umask(0o022)
+    try:
+        store = _store(f"duckdb:///{path}")  # the migration wrote the log
+        assert log.exists() and stat.S_IMODE(log.stat().st_mode) == 0o600
+        with store.engine.connect() as conn:
+            conn.exec_driver_sql("CHECKPOINT")  # the log is gone; the next write makes a new one
+        assert not log.exists()
+        for n in range(3):
+            _put(store, b"secret %d\n" % n * 1000)
+            assert stat.S_IMODE(log.stat().st_mode) == 0o600, n
+        store.close()
+    finally:
+        os.umask(old)
+
+
 _NAMES = ["q?mark.db", "pc%41t.db", "h#sh.db", "sp ace ünï.db", "a@b:c.db", "q?d%41 #ü.duckdb"]
 
 

@@ -485,9 +485,35 @@ class WalCheckpointer:
             thread.join()
 
 
-def wal_checkpointer(engine: Engine) -> WalCheckpointer | None:
-    on_disk = engine.dialect.name == "sqlite" and _database_file(engine.url) is not None
-    return WalCheckpointer(engine) if on_disk and read_only_file(engine.url) is None else None
+class DuckDBLog:
+    """Keeps a DuckDB store's write-ahead log (X.duckdb.wal) owner-only.
+
+    DuckDB makes the log anew at the first write after each checkpoint, with the process's umask (0644:
+    anyone could read the results it holds while the store is open, and after a kill until the next
+    open), and has no setting for its mode. So after each write: one lstat, and a chmod when it is new."""
+
+    def __init__(self, path: Path):
+        self._log = _sidecar(path, ".wal")
+
+    def wrote(self, size: int) -> None:
+        """(Nothing to count.)"""
+
+    def after_write(self) -> None:
+        _owner_only(self._log, follow=False)
+
+    def wait(self) -> None:
+        """(Nothing runs in the background.)"""
+
+
+def wal_checkpointer(engine: Engine) -> WalCheckpointer | DuckDBLog | None:
+    """What a store's write-ahead log needs after each write (`after_write`): SQLite's is folded into the
+    database, DuckDB's kept owner-only; None for PostgreSQL and a read-only store."""
+    path = _database_file(engine.url)
+    if path is None or read_only_file(engine.url) is not None:
+        return None
+    if engine.dialect.name == "sqlite":
+        return WalCheckpointer(engine)
+    return DuckDBLog(path) if engine.dialect.name == "duckdb" else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -558,4 +584,6 @@ def open_engine(url: str | None = None, *, busy_timeout: float = 30.0, migrate: 
         except BaseException:
             engine.dispose()
             raise
+        if (path := _database_file(engine.url)) is not None and read_only_file(engine.url) is None:
+            _restrict_sidecars(path)  # DuckDB made its log for the migration with the umask
     return engine
