@@ -429,9 +429,10 @@ def _postgresql_events(engine: Engine, busy_timeout: float) -> None:
 # 436 -> 227 ms, 10 MB 38 -> 27 ms, 1 MB 4.9 -> 3.8 ms) for a small write's 0.6 -> 0.9 ms and an empty
 # store of 576 KiB instead of 72 KiB; 64 KiB gained no more. Stores made before keep their page size.
 SQLITE_PAGE_SIZE = 32 << 10
-WAL_CHECKPOINT_AT = 4 << 20  # bytes logged since the last checkpoint that start the next one
-_COMMIT_LOGS = 4 * SQLITE_PAGE_SIZE  # what a commit logs besides content, counted generously (a few pages)
-WAL_SIZE_LIMIT = 64 << 20  # a reset log is truncated back to this size
+WAL_CHECKPOINT_AT = 4 << 20  # bytes the log grew by, whoever wrote them, that start the next checkpoint
+# A log restarted from its start (by the first write after a complete checkpoint) is cut back to what that
+# write logged, so the file's size is what the log holds; with a limit it kept that size, whatever it held.
+WAL_SIZE_LIMIT = 0
 
 
 class WalCheckpointer:
@@ -439,33 +440,42 @@ class WalCheckpointer:
 
     SQLite's automatic checkpoint runs inside the COMMIT of whichever write pushes the log past 1,000
     pages, so a 100 MB put paid for copying its bytes a second time and for two fsyncs before its tool
-    call could return: 0.67 s of a 1.0 s `Store.put`. Our connections turn that off, and once this
-    process's writes have added about WAL_CHECKPOINT_AT bytes to the log (content as `wrote` reports it,
-    plus a few pages a commit; the log file's size says nothing: a reset log is rewritten from its
-    start and keeps its size), a PASSIVE checkpoint runs on another connection: it never waits for
-    readers or writers, and sqlite3 releases the GIL while it copies. Durability is what it was
-    (synchronous=NORMAL never fsynced at commit in WAL mode), and a process that dies mid-checkpoint
-    leaves a log the next opener recovers from.
+    call could return: 0.67 s of a 1.0 s `Store.put`. Our connections turn that off; after each write
+    the log file's size (one stat) says how much it holds (see WAL_SIZE_LIMIT), and once it is
+    WAL_CHECKPOINT_AT past its size at this process's last checkpoint, a PASSIVE checkpoint runs on
+    another connection: it never waits for readers or writers, and sqlite3 releases the GIL while it
+    copies. The size counts what every process logged: counting this process's own writes, 30 puts by
+    short-lived `offload put` processes (each under the mark) beside a server holding the store open (so
+    no last close folded it) left a 55 MB log. The thread is not a daemon: a process that exits right
+    after the write that started it lets it finish. Durability is what it was (synchronous=NORMAL never
+    fsynced at commit in WAL mode), and a process that dies mid-checkpoint leaves a log the next opener
+    recovers from.
     """
 
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, path: Path):
         self.engine = engine
+        self._log = _sidecar(path, "-wal")
         self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
-        self._logged = 0  # bytes logged since the last checkpoint started (roughly: no lock)
+        self._from = 0  # the log's size when this process last started a checkpoint (roughly: no lock)
 
     def wrote(self, size: int) -> None:
-        self._logged += size
+        """What a write put in the log (the log's own size is what counts: see `after_write`)."""
 
     def after_write(self) -> None:
-        self._logged += _COMMIT_LOGS
-        if self._logged < WAL_CHECKPOINT_AT:
+        try:
+            size = os.stat(self._log).st_size
+        except OSError:  # no log: nothing to fold
+            return
+        if size < self._from:  # the log restarted since (here or in another process)
+            self._from = 0
+        if size - self._from < WAL_CHECKPOINT_AT:
             return
         with self._lock:
             if self._thread is not None and self._thread.is_alive():
                 return  # the frames it leaves behind trigger the next one
-            self._logged = 0
-            self._thread = threading.Thread(target=self._checkpoint, name="offload-wal-checkpoint", daemon=True)
+            self._from = size
+            self._thread = threading.Thread(target=self._checkpoint, name="offload-wal-checkpoint")
             self._thread.start()
 
     def _checkpoint(self) -> None:
@@ -512,7 +522,7 @@ def wal_checkpointer(engine: Engine) -> WalCheckpointer | DuckDBLog | None:
     if path is None or read_only_file(engine.url) is not None:
         return None
     if engine.dialect.name == "sqlite":
-        return WalCheckpointer(engine)
+        return WalCheckpointer(engine, path)
     return DuckDBLog(path) if engine.dialect.name == "duckdb" else None
 
 
