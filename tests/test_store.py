@@ -823,6 +823,27 @@ def test_another_programs_sqlite_database_is_refused_and_left_as_it_is(here, ale
     conn.close()
 
 
+def test_another_programs_sqlite_database_that_cannot_be_read_now_is_refused_not_converted(here):
+    """Its tables are read first, to tell whose it is; while its own writer holds it locked they cannot be,
+    and opening it anyway would switch it to WAL mode as soon as the lock is gone."""
+    import sqlite3
+
+    path = here / "app.db"
+    _foreign_sqlite(path)
+    writer = sqlite3.connect(path, isolation_level=None)
+    writer.execute("BEGIN EXCLUSIVE")
+    writer.execute("INSERT INTO users (name) VALUES ('grace')")
+    try:
+        with pytest.raises(StoreError, match=r"could not be read to tell whether it is an offload store "
+                                             r"\(database is locked\); it was left as it is"):
+            open_engine(str(path), busy_timeout=0.2)
+    finally:
+        writer.execute("COMMIT")
+    assert writer.execute("PRAGMA journal_mode").fetchone() == ("delete",)
+    assert {name for (name,) in writer.execute("SELECT name FROM sqlite_master")} == {"users"}
+    writer.close()
+
+
 def test_another_programs_duckdb_database_is_refused_and_left_as_it_is(here):
     import duckdb
 

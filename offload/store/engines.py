@@ -275,19 +275,22 @@ def _refusal(shown: str, path: Path | None, why: str) -> StoreError:
                       "(CREATE SCHEMA offload, then ?options=-csearch_path%3Doffload); nothing was changed.")
 
 
-def _sqlite_schema(path: Path) -> tuple[set[str], str | None] | None:
+def _sqlite_schema(path: Path, shown: str, read_only: bool, timeout: float) -> tuple[set[str], str | None] | None:
     """`_schema` of the SQLite file at `path`, read without changing it (no WAL switch, no side file: see
-    `_read_only_url`); None when it is no SQLite database (opening it says so)."""
+    `_read_only_url`); None when it is no SQLite database, or a read-only store (opening says why)."""
     journal = _sidecar(path, "-journal").exists()  # a rollback-journal writer is committing: read under its lock
     option = urllib.parse.urlencode({"mode": "ro"} if journal else _read_only_option(path))
     try:
-        conn = sqlite3.connect(f"file:{urllib.parse.quote(str(path))}?{option}", uri=True)
+        conn = sqlite3.connect(f"file:{urllib.parse.quote(str(path))}?{option}", uri=True, timeout=timeout)
         try:
             return _schema(conn.execute, sqlite=True)
         finally:
             conn.close()
-    except sqlite3.Error:
-        return None
+    except sqlite3.Error as exc:
+        if read_only or "not a database" in str(exc):  # opening it changes nothing, and says what it is
+            return None
+        raise StoreError(f"Cannot open the store {shown}: {path} could not be read to tell whether it is an "
+                         f"offload store ({exc}); it was left as it is.") from exc
 
 
 def _schema(execute, *, sqlite: bool) -> tuple[set[str], str | None]:
@@ -315,8 +318,9 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
     # a file that had something in it may be another program's: it is checked before it is changed
     foreign_check = existed and path.stat().st_size > 0
     read_only = backend == "sqlite" and existed and not _writable(path)
-    if backend == "sqlite" and foreign_check and (schema := _sqlite_schema(path)) is not None:
-        if (why := _not_offload(*schema, embedded=True)) is not None:
+    if backend == "sqlite" and foreign_check:
+        schema = _sqlite_schema(path, shown, read_only, busy_timeout)
+        if schema is not None and (why := _not_offload(*schema, embedded=True)) is not None:
             raise _refusal(shown, path, why)
     try:
         if path is not None and not read_only:
