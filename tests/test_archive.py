@@ -145,3 +145,47 @@ def test_what_is_not_an_intact_archive_is_refused_clearly_and_the_store_keeps_wh
     assert len(target.list()[0]) == 3
     source.close()
     target.close()
+
+
+def test_an_import_racing_gc_never_stores_a_content_as_nothing(tmp_path, sqlite_url, monkeypatch):
+    """gc, run after every write transaction of the import, expires the archive's first artifact (past its
+    TTL) and with it, once nothing else pointed at it, the content the import was still adding rows to."""
+    import contextlib
+    import datetime as dt
+
+    import sqlalchemy as sa
+
+    from offload.store import Store
+
+    data = "".join(f"{i} a line of the shared result\n" for i in range(40_000)).encode()
+    source = Offloader(sqlite_url)
+    ids = [source.put(data, tool="grep").artifact_id for _ in range(4)]
+    with source.store.engine.begin() as conn:  # the first one exported is past its TTL
+        conn.execute(sa.text("UPDATE artifacts SET expires_at = :t WHERE id = :i"),
+                     {"t": dt.datetime(2000, 1, 1), "i": ids[0]})
+    source.export_archive(tmp_path / "a.tar")
+    target = Offloader(f"sqlite:///{tmp_path / 'target.db'}")
+    collector = Offloader(f"sqlite:///{tmp_path / 'target.db'}")
+    collector.store  # opened before the import's writes are watched
+    write, collecting = Store._write, []
+
+    @contextlib.contextmanager
+    def write_then_gc(self):
+        with write(self) as conn:
+            yield conn
+        if self is target.store and not collecting:
+            collecting.append(True)
+            try:
+                collector.gc()
+            finally:
+                collecting.clear()
+
+    monkeypatch.setattr(Store, "_write", write_then_gc)
+    target.import_archive(tmp_path / "a.tar")
+    monkeypatch.setattr(Store, "_write", write)
+    collector.gc()
+    for artifact_id in ids[1:]:
+        assert b"".join(target.iter_raw(artifact_id)) == data
+    assert target.verify() == []
+    for off in (source, target, collector):
+        off.close()

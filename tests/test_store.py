@@ -1316,3 +1316,46 @@ def test_a_writer_waiting_for_its_turn_near_the_quota_holds_no_lock_another_thre
     assert results == {"first": "checked twice", "second": "stored"}, results
     assert store.total_bytes() == 94_000  # the first writer only checked
     store.close()
+
+
+def test_bytes_that_cannot_be_the_content_are_refused_and_store_nothing(store_url):
+    """An import stored b"" under a real sha256 (it took the content to be there already): that content
+    then read as nothing for good, and a fresh put of the real bytes found it and read as nothing too."""
+    from offload.errors import ContentMismatch
+
+    store = _store(store_url)
+    data = _text(2000)
+    sha = hashlib.sha256(data).hexdigest()
+    for wrong in (b"", b"short but not these bytes\n"):
+        row = _row()
+        with pytest.raises(ContentMismatch, match="nothing was stored"):
+            store.put(row, wrong, sha)
+        with pytest.raises(ArtifactNotFound):
+            store.get(row["id"], "")
+    with pytest.raises(ContentMismatch):
+        store.put_content(b"", sha)
+    assert store.total_bytes() == 0 and not store.has_content(sha)
+    empty = _put(store, b"")  # the empty content itself is fine
+    assert store.get(empty, "")["bytes"] == 0 and store.verify() == []
+    store.engine.dispose()
+
+
+def test_a_content_stored_as_nothing_is_stored_again_by_the_next_put_of_its_bytes(store_url):
+    store = _store(store_url)
+    data = _text(60_000)  # ~2.5 MB: 3 chunks
+    sha = hashlib.sha256(data).hexdigest()
+    broken = _row()
+    with store.engine.begin() as conn:  # what the import racing gc left: a content row of 0 bytes, no chunks
+        conn.execute(sa.text("INSERT INTO contents (sha256, bytes, chars, lines, chunk_count, created_at) "
+                             "VALUES (:s, 0, 0, 0, 0, :t)"), {"s": sha, "t": utcnow()})
+        conn.execute(sa.text(
+            "INSERT INTO artifacts (id, namespace, tool, kind, content_type, sha256, bytes, chars, lines, tokens, "
+            "shown_tokens, pinned, status, created_at, accessed_at) VALUES (:i, '', 't', 'text', 'text/plain', :s, "
+            "0, 0, 0, 1, 1, false, 'active', :t, :t)"), {"i": broken["id"], "s": sha, "t": utcnow()})
+    fresh = _put(store, data)
+    assert b"".join(store.iter_bytes(sha)) == data
+    for artifact_id in (fresh, broken["id"]):  # the earlier artifact reads whole again
+        row = store.get(artifact_id, "")
+        assert (row["bytes"], row["lines"]) == (len(data), 60_000)
+    assert store.verify() == []
+    store.engine.dispose()

@@ -229,14 +229,14 @@ def _import_content(store: Store, sha: str, stream: BinaryIO, rows: list[dict], 
                 progress(len(block))
             yield block
 
-    first, rest = rows[0], rows[1:]
+    # Every artifact of the content in the transaction that stores it: added one at a time, a gc in
+    # between could take the content (when the first was past its TTL) before the next pointed at it.
+    # put re-hashes what it stores: a corrupt archive stores nothing.
     try:
-        store.put(first, blocks(), sha)  # put re-hashes what it stores: a corrupt archive stores nothing
+        store.put(rows[0], blocks(), sha, more_rows=rows[1:])
     except ContentMismatch as exc:
         raise InvalidArgument(f"{label} is damaged: content/{sha} no longer matches its sha256, so it and its "
                               f"{len(rows)} artifact(s) were not stored; export the store again") from exc
-    for row in rest:
-        store.put(row, b"", sha)  # the content is there now: metadata only
 
 
 def _attach_items(store: Store, sha: str, blob: bytes, path: str) -> None:

@@ -34,6 +34,13 @@ ENDED_REASONS = {"expired": "expired", "evicted": "was evicted to keep the store
                  "deleted": "was deleted"}
 _TOUCH_EVERY = dt.timedelta(seconds=60)  # accessed_at is for LRU eviction; a minute's precision is plenty
 
+EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+# Bytes in memory come hashed by their caller (writes.py hashes a result once), and hashing a big one
+# again would double that. What costs nothing is checked: no bytes can only be the empty content (an
+# import once stored b"" under a real sha256, and the content read as nothing for good), and bytes
+# shorter than this are hashed again (a microsecond or two beside a put's half a millisecond).
+REHASH_BELOW = 4096
+
 
 # The quota check before each new content needs the store's total, a SUM over every content row: 0.5 ms
 # on an empty store, 3.6 ms at 20,000 contents, and growing. So a writer counts it at most this often,
@@ -122,7 +129,8 @@ class Store(ContentReading):
 
     def put(self, row: dict[str, Any] | Callable[[], dict[str, Any]], data: bytes | Iterable[bytes], sha256: str,
             *, item_index: ItemIndex | Callable[[], ItemIndex | None] | None = None,
-            chunks: list[Chunk] | None = None, make_room: Iterable[str] | None = None) -> ContentInfo:
+            chunks: list[Chunk] | None = None, make_room: Iterable[str] | None = None,
+            more_rows: Iterable[dict[str, Any]] = ()) -> ContentInfo:
         """Store `data` (unless identical content is already stored) and the artifact `row`, atomically.
 
         `row` holds the artifacts columns except the content's sizes, which are filled in here; it may be
@@ -131,18 +139,25 @@ class Store(ContentReading):
         only when the content is new. `chunks` are `data` already cut by `chunk_bytes`, when the
         caller has them. Over the quota the put fails (QuotaExceeded), unless `make_room` is given: then
         it first collects what `gc` would to make room for it, in its own transaction, keeping pinned
-        artifacts and those `make_room` names (see `_check_quota`).
+        artifacts and those `make_room` names (see `_check_quota`). `more_rows` are further artifacts
+        of the same content, stored in the same transaction (an import's: one at a time, a gc in between
+        could take the content the next one needs).
+
+        A content row that holds no bytes under a sha256 that is not the empty content's cannot be
+        right: it is stored again from `data`, and the artifacts pointing at it read whole again.
         """
         def write(conn: Connection) -> ContentInfo:
-            info = (self._content(conn, sha256, to_use=True)
-                    or self._insert_content(conn, data, sha256, item_index, chunks, make_room))
-            given = row() if callable(row) else row
+            info = self._content(conn, sha256, to_use=True)
+            if info is None or _hollow(info):
+                info = self._insert_content(conn, data, sha256, item_index, chunks, make_room,
+                                            replace=info is not None)
             now = utcnow()
-            full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
-                    **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
-                    "lines": info.lines, "items": info.items}
-            full["args_text"] = args_text(full.get("args"))
-            conn.execute(_INSERT_ARTIFACT, full)  # parameters apart: the compiled statement is reused
+            for given in (row() if callable(row) else row, *more_rows):
+                full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
+                        **given, "sha256": sha256, "bytes": info.bytes, "chars": info.chars,
+                        "lines": info.lines, "items": info.items}
+                full["args_text"] = args_text(full.get("args"))
+                conn.execute(_INSERT_ARTIFACT, full)  # parameters apart: the compiled statement is reused
             return info
 
         return self._written(write)
@@ -158,8 +173,14 @@ class Store(ContentReading):
         content belongs to no artifact: it is invisible, and `gc` removes it if the row never comes (a
         killed process), after ORPHAN_GRACE. A `put` whose content was removed meanwhile stores it again.
         """
-        return self._written(lambda conn: self._content(conn, sha256)
-                             or self._insert_content(conn, data, sha256, item_index, chunks, make_room))
+        def write(conn: Connection) -> ContentInfo:
+            info = self._content(conn, sha256)
+            if info is None or _hollow(info):
+                info = self._insert_content(conn, data, sha256, item_index, chunks, make_room,
+                                            replace=info is not None)
+            return info
+
+        return self._written(write)
 
     def discard_content(self, sha256: str) -> None:
         """Remove content that no artifact uses (what `put_content` stored for a row that never came)."""
@@ -180,10 +201,19 @@ class Store(ContentReading):
 
     def _insert_content(self, conn: Connection, data: bytes | Iterable[bytes], sha256: str,
                         item_index: ItemIndex | Callable[[], ItemIndex | None] | None,
-                        chunked: list[Chunk] | None = None, make_room: Iterable[str] | None = None) -> ContentInfo:
+                        chunked: list[Chunk] | None = None, make_room: Iterable[str] | None = None,
+                        *, replace: bool = False) -> ContentInfo:
+        """Write the content's chunks, item index and row; `replace`: its row is there, hollow (see `put`),
+        and is written again in place, with the sizes of the artifacts pointing at it."""
         whole = isinstance(data, (bytes, bytearray, memoryview))
+        if whole and not _could_be(data, sha256):
+            raise ContentMismatch(f"the {len(data):,} bytes given for content {sha256[:16]}… do not hash to it; "
+                                  "nothing was stored")
         if whole and self.quota_bytes is not None:
             self._check_quota(conn, len(data), make_room)  # before writing anything, when the size is known
+        if replace:
+            for table in (chunks, item_blocks):
+                conn.execute(table.delete().where(table.c.sha256 == sha256))
         size = chars = newlines = count = 0
         last = b""
         # bytes in memory were hashed by the caller and cannot change; a stream is hashed as it is stored
@@ -221,9 +251,14 @@ class Store(ContentReading):
         info = ContentInfo(sha256, size, chars, count_lines(size, newlines, last == b"\n"), count,
                            len(item_index) if item_index is not None else None,
                            item_index.path if item_index is not None else None)
-        conn.execute(_INSERT_CONTENT, {
-            "sha256": sha256, "bytes": info.bytes, "chars": info.chars, "lines": info.lines, "chunk_count": count,
-            "items": info.items, "items_path": info.items_path, "created_at": utcnow()})
+        values = {"bytes": info.bytes, "chars": info.chars, "lines": info.lines, "chunk_count": count,
+                  "items": info.items, "items_path": info.items_path, "created_at": utcnow()}
+        if not replace:
+            conn.execute(_INSERT_CONTENT, {"sha256": sha256, **values})
+            return info
+        conn.execute(contents.update().where(contents.c.sha256 == sha256).values(**values))
+        conn.execute(artifacts.update().where(artifacts.c.sha256 == sha256).values(
+            bytes=info.bytes, chars=info.chars, lines=info.lines, items=info.items))
         return info
 
     def _check_quota(self, conn: Connection, size: int, make_room: Iterable[str] | None = None) -> None:
@@ -548,6 +583,19 @@ class Store(ContentReading):
         more = len(rows) > limit
         rows = rows[:limit]
         return rows, _encode_cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None
+
+
+def _hollow(info: ContentInfo) -> bool:
+    """A content row that cannot be its sha256's: no bytes or no chunks, and not the empty content."""
+    return (info.bytes == 0 or info.chunk_count == 0) and info.sha256 != EMPTY_SHA256
+
+
+def _could_be(data: bytes | bytearray | memoryview, sha256: str) -> bool:
+    """Whether bytes in memory can be the content `sha256`, as far as that costs nothing (see REHASH_BELOW)."""
+    size = memoryview(data).nbytes
+    if size == 0:
+        return sha256 == EMPTY_SHA256
+    return size >= REHASH_BELOW or hashlib.sha256(data).hexdigest() == sha256
 
 
 def _live() -> sa.ColumnElement[bool]:
