@@ -5,14 +5,20 @@ the GIL, so on a second core they overlap the chunking and the preview, which ar
 submitted here waits for another task of this pool (a write waits only for the caller's thread: its
 chunks and what the content is), so the pool cannot deadlock itself as long as nothing is submitted
 from one of its own threads; its threads are idle otherwise and joined at interpreter exit.
+
+A forked child (multiprocessing forks by default on Linux) has none of the parent's threads: it starts
+a pool of its own, and a task the parent submitted never ends there, so waiting for one fails at once.
 """
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any, Callable
+
+from .errors import StoreError
 
 _pool: ThreadPoolExecutor | None = None
 _lock = threading.Lock()
@@ -31,13 +37,58 @@ _lowered = 0.0  # the lowered interval as the interpreter reads it back (it keep
 _switch_lock = threading.Lock()
 
 
-def submit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
+class Task(Future):
+    """A future of this pool that knows the process it was submitted in: in a process forked since, no
+    thread will ever run it, so `result` and `exception` fail at once instead of waiting for ever."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pid = os.getpid()
+
+    def result(self, timeout: float | None = None) -> Any:
+        self._not_forked()
+        return super().result(timeout)
+
+    def exception(self, timeout: float | None = None) -> BaseException | None:
+        self._not_forked()
+        return super().exception(timeout)
+
+    def _not_forked(self) -> None:
+        if self.pid != os.getpid() and not self.done():
+            raise StoreError("this process was forked while offload's worker thread was writing (or freeing) a "
+                             "result in the parent: that thread is not in this process, so the task never ends here")
+
+
+def submit(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Task:
     global _pool
     if _pool is None:
         with _lock:
             if _pool is None:
                 _pool = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="offload")
-    return _pool.submit(fn, *args, **kwargs)
+    task = Task()
+
+    def run() -> None:
+        if not task.set_running_or_notify_cancel():
+            return
+        try:
+            result = fn(*args, **kwargs)
+        except BaseException as exc:  # held by the future, as ThreadPoolExecutor's own do
+            task.set_exception(exc)
+        else:
+            task.set_result(result)
+
+    _pool.submit(run)
+    return task
+
+
+def _after_fork_in_child() -> None:
+    """A child has none of the pool's threads (a pool whose threads are gone queues its tasks for ever: a
+    child's first large put hung), and a lock a thread of the parent held would never be released."""
+    global _pool, _lock, _switch_lock, _switching, _interval
+    _pool, _lock, _switch_lock = None, threading.Lock(), threading.Lock()
+    if _switching and _interval is not None and sys.getswitchinterval() == _lowered:
+        sys.setswitchinterval(_interval)  # the tasks that lowered it never end here
+    _switching, _interval = 0, None
 
 
 def submit_quick(fn: Callable[..., Any], *args: Any, **kwargs: Any) -> Future:
@@ -77,3 +128,7 @@ def _switch_back() -> None:
         _switching -= 1
         if _switching == 0 and _interval is not None and sys.getswitchinterval() == _lowered:
             sys.setswitchinterval(_interval)
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which does not fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)

@@ -66,7 +66,7 @@ class PendingWrite:
         self.companions = list(companions)
         self.chunks: Future = Future()  # the caller's `chunk_bytes(data)`
         self.detected: Future = Future()
-        self._sha256: Future = Future()
+        self._sha256: Future = workers.Task()  # set by the worker: waiting fails at once in a forked child
         self.done: Future | None = None
         if len(data) >= ASIDE:
             submit = workers.submit_quick if len(data) >= QUICK_FROM else workers.submit

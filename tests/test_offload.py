@@ -1470,3 +1470,41 @@ def test_content_written_ahead_is_removed_when_its_artifact_row_cannot_be_stored
     monkeypatch.undo()
     stored = off.process("bash", data)  # and nothing stands in the way of storing it next time
     assert stored.stored and raw(off, stored.artifact_id) == data
+
+
+def test_a_forked_child_stores_large_results_and_never_waits_for_its_parents_threads(tmp_path):
+    """After one large put (the worker pool started), a forked child hung for ever on its first large put,
+    even with a fresh Offloader: the pool had survived the fork without its threads."""
+    from offload import workers
+
+    url = f"sqlite:///{tmp_path / 'fork.db'}"
+    with Offloader(url) as parent:
+        started, release = threading.Event(), threading.Event()
+        running = workers.submit(lambda: started.set() or release.wait(30))  # under way when the parent forks
+        assert started.wait(10)
+        parent.put(b"x" * 1_000_000, tool="grep")  # and a thread of the pool idle
+        said = tmp_path / "child.txt"
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 only if it stored its result and did not wait for the parent's task
+            code = 3
+            try:
+                with Offloader(url) as child:
+                    said.write_text(child.put(b"y" * 1_000_000, tool="grep").artifact_id)
+                try:
+                    running.result()
+                except StoreError as exc:
+                    code = 0 if "forked" in str(exc) else 4
+            finally:
+                os._exit(code)
+        release.set()
+        deadline = time.monotonic() + 60
+        while (ended := os.waitpid(pid, os.WNOHANG))[0] == 0:
+            if time.monotonic() > deadline:
+                os.kill(pid, 9)
+                os.waitpid(pid, 0)
+                pytest.fail(f"the forked child still hangs after 60 s ({'after' if said.exists() else 'in'} its put)")
+            time.sleep(0.05)
+        assert os.waitstatus_to_exitcode(ended[1]) == 0
+        assert b"".join(parent.iter_raw(said.read_text())) == b"y" * 1_000_000
+        assert running.result() is True  # the parent's own task ended as usual
+        parent.put(b"z" * 1_000_000, tool="grep")  # and its pool still works
