@@ -1359,3 +1359,60 @@ def test_a_content_stored_as_nothing_is_stored_again_by_the_next_put_of_its_byte
         assert (row["bytes"], row["lines"]) == (len(data), 60_000)
     assert store.verify() == []
     store.engine.dispose()
+
+
+def _held_chunks(store: Store, sha: str, after_first: Callable[[], None]):
+    """`store.iter_chunks`, which runs `after_first` once the first chunk of `sha` was read."""
+    reading = store.iter_chunks
+
+    def iter_chunks(sha256, *args, **kwargs):
+        for n, chunk in enumerate(reading(sha256, *args, **kwargs)):
+            yield chunk
+            if n == 0 and sha256 == sha:
+                after_first()
+    return iter_chunks
+
+
+def test_verify_reports_no_mismatch_for_content_deleted_while_it_checked_it(store_url):
+    """verify listed the contents once, then read each in transactions of its own: a content deleted
+    in between was reported as not matching ({'bytes': 3000000, 'actual_bytes': 2097152, 'artifacts': []})."""
+    store = _store(store_url)
+    data = _text(100_000)  # ~4 MB: 4 chunks
+    sha = hashlib.sha256(data).hexdigest()
+    doomed = _put(store, data)
+    kept = _put(store, b"another content\n" * 100)
+    store.iter_chunks = _held_chunks(store, sha, lambda: store.delete(doomed, ""))
+    assert store.verify() == []
+    del store.iter_chunks
+    again = _put(store, data)  # deleted and stored again meanwhile: checked again, and it matches
+    store.iter_chunks = _held_chunks(store, sha, lambda: (store.delete(again, ""), _put(store, data)))
+    assert store.verify() == []
+    del store.iter_chunks
+    with store.engine.begin() as conn:  # while a content that is really damaged is still reported
+        conn.execute(sa.text("UPDATE chunks SET data = :d WHERE sha256 = :s AND seq = 1"),
+                     {"d": b"damaged\n", "s": sha})
+    assert [p["artifacts"] for p in store.verify()] != []
+    assert kept not in store.verify()[0]["artifacts"]
+    store.engine.dispose()
+
+
+def test_verify_reports_artifacts_whose_content_is_missing(store_url):
+    """With its chunks and contents row gone, verify said all content matched while `cat` failed."""
+    store = _store(store_url)
+    data = _text(80_000)  # ~3.3 MB: 4 chunks
+    sha = hashlib.sha256(data).hexdigest()
+    first, second = _put(store, data), _put(store, data)
+    other = _put(store, _text(70_000))
+    kept = _put(store, b"kept\n")
+    with store.engine.begin() as conn:
+        conn.execute(sa.text("DELETE FROM chunks WHERE sha256 = :s"), {"s": sha})
+        conn.execute(sa.text("DELETE FROM contents WHERE sha256 = :s"), {"s": sha})
+        conn.execute(sa.text("DELETE FROM chunks WHERE sha256 = :s AND seq = 1"),
+                     {"s": store.get(other, "")["sha256"]})
+    problems = {p["sha256"]: p for p in store.verify()}
+    assert set(problems) == {sha, store.get(other, "")["sha256"]}
+    assert problems[sha]["problem"] == "missing" and sorted(problems[sha]["artifacts"]) == sorted([first, second])
+    assert problems[sha]["bytes"] == len(data) and problems[sha]["actual_bytes"] == 0
+    assert problems[store.get(other, "")["sha256"]]["artifacts"] == [other]
+    assert kept not in str(problems)
+    store.engine.dispose()

@@ -1,9 +1,11 @@
 """Reading stored content: chunk by chunk, a byte range from only the chunks that hold it, the item
-index of a JSON array. A mixin of `Store`, which provides `_read()` (a read transaction) and `content()`.
+index of a JSON array, and all of it re-hashed (`verify`). A mixin of `Store`, which provides `_read()`
+(a read transaction) and `content()`.
 """
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Iterator
 
 import numpy as np
@@ -11,7 +13,8 @@ import sqlalchemy as sa
 
 from ..errors import StoreError
 from .chunking import ITEMS_PER_BLOCK, unpack_block
-from .models import chunks, item_blocks
+from .models import artifacts, chunks, contents, item_blocks
+from .retention import ACTIVE
 
 __all__ = ["ContentReading"]
 
@@ -99,6 +102,78 @@ class ContentReading:
         pairs = np.concatenate([unpack_block(bytes(r.data)) for r in rows])
         offset = first - b0 * ITEMS_PER_BLOCK
         return [(int(a), int(b)) for a, b in pairs[offset : offset + (last - first)].tolist()]
+
+    def verify(self) -> list[dict[str, Any]]:
+        """Re-hash every stored content; report each whose bytes no longer match (`problem`: "mismatch",
+        a chunk missing included), and each content live artifacts point at that is not stored at all
+        ("missing"), with the artifacts that use it.
+
+        Contents are read in transactions of their own, while other processes may delete or collect:
+        a content that reads short is looked up again before it is reported, and one deleted meanwhile
+        is no problem (one stored again meanwhile is checked again)."""
+        a = artifacts.c
+        listed = sa.select(contents.c.sha256, contents.c.bytes, contents.c.chunk_count, contents.c.created_at)
+        with self._read() as conn:
+            infos = conn.execute(listed).all()
+        problems = []
+        for sha, size, count, created in infos:
+            for _again in range(3):
+                found = self._rehash(sha, size, count)
+                if found is None:
+                    break
+                try:
+                    with self._read() as conn:
+                        now = conn.execute(listed.where(contents.c.sha256 == sha)).first()
+                except StoreError:
+                    break  # a damaged file: reported as it read
+                if now is None:
+                    found = None  # deleted while it was read
+                    break
+                if tuple(now) == (sha, size, count, created):
+                    break  # the same content, still not matching
+                _sha, size, count, created = now  # stored again meanwhile: checked again
+            if found is not None:
+                with self._read() as conn:
+                    ids = conn.execute(sa.select(a.id).where(a.sha256 == sha)).scalars().all()
+                problems.append({**found, "artifacts": list(ids)})
+        try:
+            problems += self._missing_contents()
+        except StoreError:
+            if not problems:  # a damaged file: what of it could not be read is reported already
+                raise
+        return problems
+
+    def _missing_contents(self) -> list[dict[str, Any]]:
+        """verify's "missing": contents that live artifacts point at and the store does not hold."""
+        a = artifacts.c
+        # one statement: what it finds missing was missing at one moment, not between two reads
+        query = (sa.select(a.sha256, a.id, a.bytes).where(a.status == ACTIVE, a.sha256.is_not(None),
+                                                           ~sa.exists().where(contents.c.sha256 == a.sha256))
+                 .order_by(a.sha256, a.created_at, a.id))
+        with self._read() as conn:
+            rows = conn.execute(query).all()
+        users: dict[str, list] = {}
+        for row in rows:
+            users.setdefault(row.sha256, []).append(row)
+        return [{"sha256": sha, "problem": "missing", "actual_sha256": None,
+                 "bytes": max(row.bytes for row in used), "actual_bytes": 0, "artifacts": [row.id for row in used]}
+                for sha, used in users.items()]
+
+    def _rehash(self, sha: str, size: int, count: int) -> dict[str, Any] | None:
+        """How the stored chunks of `sha` differ from what its row says, or None if they match."""
+        digest = hashlib.sha256()
+        seen = n = 0
+        try:
+            for _meta, data in self.iter_chunks(sha):
+                digest.update(data)
+                seen += len(data)
+                n += 1
+        except StoreError:  # a chunk that cannot be read: reported as not matching, the rest checked
+            n = -1
+        if digest.hexdigest() == sha and seen == size and n == count:
+            return None
+        return {"sha256": sha, "problem": "mismatch", "actual_sha256": digest.hexdigest(), "bytes": size,
+                "actual_bytes": seen}
 
 
 def _cut_short(sha256: str, how: str) -> StoreError:

@@ -482,28 +482,6 @@ class Store(ContentReading):
             self._used = (time.monotonic(), report.total_bytes)
         return report
 
-    def verify(self) -> list[dict[str, Any]]:
-        """Re-hash every stored content; report each whose bytes no longer match, with its artifacts."""
-        problems = []
-        with self._read() as conn:
-            infos = conn.execute(sa.select(contents.c.sha256, contents.c.bytes, contents.c.chunk_count)).all()
-        for sha, size, count in infos:
-            digest = hashlib.sha256()
-            seen = n = 0
-            try:
-                for _meta, data in self.iter_chunks(sha):
-                    digest.update(data)
-                    seen += len(data)
-                    n += 1
-            except StoreError:  # a chunk that cannot be read: reported as not matching, the rest checked
-                n = -1
-            if digest.hexdigest() != sha or seen != size or n != count:
-                with self._read() as conn:
-                    ids = conn.execute(sa.select(artifacts.c.id).where(artifacts.c.sha256 == sha)).scalars().all()
-                problems.append({"sha256": sha, "actual_sha256": digest.hexdigest(), "bytes": size,
-                                 "actual_bytes": seen, "artifacts": list(ids)})
-        return problems
-
     def stats(self, namespace: str, top: int | None = None) -> dict[str, Any]:
         """Counts and sizes of live artifacts, and tokens kept out of the context, per session and tool
         (the `top` that kept out most, and the rest summed in `by_tool_rest`, `by_session_rest`).
