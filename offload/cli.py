@@ -109,13 +109,26 @@ def init(path: Path = typer.Argument(Path("."), help="Project folder (default: h
 @db_app.command("upgrade")
 def db_upgrade() -> None:
     """Migrate the store's schema to the latest version. Example: offload db upgrade"""
-    from .store.engines import make_engine, resolve_url, upgrade
+    import sqlalchemy as sa
 
-    url = resolve_url(state.url)
-    engine = make_engine(url)
-    before, after = upgrade(engine)
-    engine.dispose()
-    typer.echo(f"{url}: {before or 'empty'} → {after}" if before != after else f"{url}: already at {after}")
+    from .errors import StoreError
+    from .settings import load_settings
+    from .store.engines import driver_message, make_engine, resolve_url, upgrade
+
+    settings = load_settings(**({"url": state.url} if state.url else {}))  # the store every command opens
+    url = resolve_url(settings.url)
+    shown = sa.engine.make_url(url).render_as_string(hide_password=True)
+    engine = make_engine(url, busy_timeout=settings.busy_timeout)
+    try:
+        before, after = upgrade(engine)
+    except sa.exc.DBAPIError as exc:  # a lock held past the busy timeout, a file holding other tables
+        why = driver_message(exc, first_line=True)
+        if "already exists" in why:
+            why += " (the database holds tables offload did not make: point --url at an offload store or a new file)"
+        raise StoreError(f"Cannot migrate the store {shown}: {why}") from exc
+    finally:
+        engine.dispose()
+    typer.echo(f"{shown}: {before or 'empty'} → {after}" if before != after else f"{shown}: already at {after}")
 
 
 # -- storing and reading ------------------------------------------------------------------------

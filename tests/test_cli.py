@@ -382,3 +382,40 @@ def test_a_damaged_store_file_is_one_clear_line_and_verify_reports_it(tmp_path):
     done = offload_process("--url", url, "verify")
     assert done.returncode == 1 and "Traceback" not in done.stderr.decode()
     assert "MISMATCH" in done.stdout.decode() and artifact_id in done.stdout.decode()
+
+
+def test_db_upgrade_fails_in_one_line_within_the_busy_timeout_and_never_shows_the_password(
+        tmp_path, monkeypatch, pg_database):
+    """It printed a 140-line traceback for a file holding another program's `artifacts` table, one after 31 s
+    for a locked store despite OFFLOAD_BUSY_TIMEOUT=2, and the PostgreSQL password in clear."""
+    import sqlalchemy as sa
+
+    from tests.conftest import pg_schema_url
+
+    foreign = tmp_path / "foreign.db"
+    with sqlite3.connect(foreign) as conn:
+        conn.execute("CREATE TABLE artifacts (x INTEGER)")
+    result = offload("--url", str(foreign), "db", "upgrade", ok=False)
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert result.stderr.strip().splitlines() == [
+        f"error: Cannot migrate the store sqlite:///{foreign}: table artifacts already exists (the database holds "
+        "tables offload did not make: point --url at an offload store or a new file)"]
+
+    monkeypatch.setenv("OFFLOAD_BUSY_TIMEOUT", "1")
+    locked = tmp_path / "locked.db"
+    holder = sqlite3.connect(locked, isolation_level=None)
+    holder.execute("PRAGMA journal_mode = WAL")
+    holder.execute("BEGIN IMMEDIATE")
+    started = time.monotonic()
+    result = offload("--url", str(locked), "db", "upgrade", ok=False)
+    assert time.monotonic() - started < 10
+    holder.execute("ROLLBACK")
+    holder.close()
+    assert result.exit_code == 2 and len(result.stderr.strip().splitlines()) == 1
+    assert "database is locked" in result.stderr and "Traceback" not in result.output
+
+    # the test server trusts its clients: the password is ignored, and the URL still holds it
+    secret = sa.engine.make_url(pg_schema_url(pg_database)).set(password="s3cretpw")
+    for _ in range(2):
+        result = offload("--url", secret.render_as_string(hide_password=False), "db", "upgrade")
+        assert "s3cretpw" not in result.output and "postgres:***@" in result.stdout
