@@ -1416,3 +1416,67 @@ def test_verify_reports_artifacts_whose_content_is_missing(store_url):
     assert problems[store.get(other, "")["sha256"]]["artifacts"] == [other]
     assert kept not in str(problems)
     store.engine.dispose()
+
+
+def test_two_stores_on_one_duckdb_file_in_one_process_write_one_at_a_time(tmp_path):
+    """The write lock was each Store's own: two Offloaders on one DuckDB file, each putting and deleting the
+    same content in a thread of its own, failed 6 of 80 puts ("PRIMARY KEY or UNIQUE constraint violation")."""
+    import threading
+
+    url = f"duckdb:///{tmp_path / 'one.duckdb'}"
+    first, second = Store(open_engine(url)), Store(open_engine(url))
+    data = _text(3000)
+    sha = hashlib.sha256(data).hexdigest()
+    inside, release, errors = threading.Event(), threading.Event(), []
+
+    def held_index():
+        inside.set()
+        release.wait(30)
+
+    def put(store, **kw):
+        try:
+            store.put(_row(), data, sha, **kw)
+        except Exception as exc:  # noqa: BLE001 - reported below
+            errors.append(exc)
+
+    writing = threading.Thread(target=put, args=(first,), kwargs={"item_index": held_index})
+    writing.start()
+    assert inside.wait(10)
+    waiting = threading.Thread(target=put, args=(second,))
+    waiting.start()
+    waiting.join(0.5)
+    assert waiting.is_alive()  # waits for the first store's write, on the same file
+    release.set()
+    writing.join()
+    waiting.join()
+    assert errors == []
+    with first.engine.connect() as conn:
+        assert conn.execute(sa.text("SELECT count(*) FROM contents")).scalar() == 1
+        assert conn.execute(sa.text("SELECT count(*) FROM artifacts")).scalar() == 2
+    assert b"".join(second.iter_bytes(sha)) == data
+    first.close()
+    second.close()
+
+
+def test_a_duckdb_conflict_at_commit_is_retried_like_another_writer_storing_the_content_first(tmp_path):
+    """DuckDB checks keys at commit and raises the conflict as a TransactionException (a DatabaseError), so
+    the put failed where PostgreSQL's IntegrityError is retried."""
+    url = f"duckdb:///{tmp_path / 'one.duckdb'}"
+    store = Store(open_engine(url))
+    other = Store(open_engine(url))
+    other._write_lock = None  # a writer with a connection of its own that this process's lock does not hold back
+    data = _text(3000)
+    sha = hashlib.sha256(data).hexdigest()
+    row, calls = _row(), []
+
+    def late_row():  # called inside the put's transaction, once its content is written
+        calls.append(1)
+        if len(calls) == 1:
+            other.put_content(data, sha)  # commits first
+        return row
+
+    store.put(late_row, data, sha)
+    assert len(calls) == 2 and store.get(row["id"], "")["bytes"] == len(data)
+    assert b"".join(store.iter_bytes(sha)) == data
+    store.close()
+    other.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+import os
 import threading
 import time
 from contextlib import contextmanager
@@ -59,14 +60,29 @@ _INSERT_ARTIFACT, _INSERT_CHUNKS, _INSERT_BLOCKS, _INSERT_CONTENT = (
     table.insert() for table in (artifacts, chunks, item_blocks, contents))
 
 
+# DuckDB admits one writer at a time even inside a process (optimistic conflicts otherwise), and the
+# Stores of one process on one DuckDB file share its database: one lock per file, not per Store (two
+# Offloaders on one file failed 6 of 80 puts with "PRIMARY KEY or UNIQUE constraint violation").
+_duckdb_locks: dict[str, threading.Lock] = {}
+_duckdb_locks_lock = threading.Lock()
+
+
+def _duckdb_write_lock(engine: Engine) -> threading.Lock:
+    database = engine.url.database
+    if not database or database == ":memory:":  # a database of this engine's alone
+        return threading.Lock()
+    key = os.path.realpath(database)
+    with _duckdb_locks_lock:
+        return _duckdb_locks.setdefault(key, threading.Lock())
+
+
 class Store(ContentReading):
     """One database holding artifacts, their content and the extract log."""
 
     def __init__(self, engine: Engine, *, quota_bytes: int | None = None):
         self.engine = engine
         self.quota_bytes = quota_bytes
-        # DuckDB admits one writer at a time even inside a process (optimistic conflicts otherwise)
-        self._write_lock = threading.Lock() if engine.dialect.name == "duckdb" else None
+        self._write_lock = _duckdb_write_lock(engine) if engine.dialect.name == "duckdb" else None
         self._checkpointer = wal_checkpointer(engine)
         self.read_only = read_only_file(engine.url)  # the file, when this user cannot write it (see engines)
         self._used: tuple[float, int] | None = None  # (when counted, bytes): see QUOTA_RECOUNT_SECONDS
@@ -98,6 +114,8 @@ class Store(ContentReading):
         except sa.exc.IntegrityError:
             raise
         except sa.exc.DatabaseError as exc:  # locked past the timeout, a full disk, a damaged file
+            if _duckdb_conflict(exc):  # DuckDB's "another writer stored it first": as IntegrityError
+                raise sa.exc.IntegrityError(exc.statement, exc.params, exc.orig) from exc
             raise StoreError(f"The store could not be written: {exc.orig}") from exc
         finally:
             if lock:
@@ -194,7 +212,8 @@ class Store(ContentReading):
                 with self._write() as conn:
                     return write(conn)
             except sa.exc.IntegrityError:
-                # another writer stored the same content first (PostgreSQL): it is there now
+                # another writer stored the same content first (PostgreSQL, or DuckDB: another thread of
+                # this process through a connection of its own): it is there now
                 if attempt:
                     raise
         raise AssertionError("unreachable")
@@ -574,6 +593,13 @@ def _could_be(data: bytes | bytearray | memoryview, sha256: str) -> bool:
     if size == 0:
         return sha256 == EMPTY_SHA256
     return size >= REHASH_BELOW or hashlib.sha256(data).hexdigest() == sha256
+
+
+def _duckdb_conflict(exc: sa.exc.DatabaseError) -> bool:
+    """DuckDB's optimistic write conflicts: a constraint checked at commit ("Failed to commit: PRIMARY KEY
+    or UNIQUE constraint violation"), "Conflict on tuple deletion!"; it raises them as TransactionException."""
+    return type(exc.orig).__name__ in ("TransactionException", "ConstraintException") and \
+        type(exc.orig).__module__.lstrip("_").startswith("duckdb")
 
 
 def _live() -> sa.ColumnElement[bool]:
