@@ -1508,3 +1508,27 @@ def test_a_forked_child_stores_large_results_and_never_waits_for_its_parents_thr
         assert b"".join(parent.iter_raw(said.read_text())) == b"y" * 1_000_000
         assert running.result() is True  # the parent's own task ended as usual
         parent.put(b"z" * 1_000_000, tool="grep")  # and its pool still works
+
+
+def test_slices_and_queries_never_wait_behind_a_writer_and_are_logged_once_it_is_done(tmp_path):
+    """With a write transaction held elsewhere, `offload cat` took 19 s (it wrote when the artifact was read,
+    through the write lock) and a slice or query as long again to log itself."""
+    url = f"sqlite:///{tmp_path / 'busy.db'}"
+    with Offloader(url, busy_timeout=5) as off:
+        ref = off.process("bash", "".join(f"{i} ok\n" for i in range(20_000)))
+        with off.store.engine.begin() as conn:  # read long enough ago to be written again
+            conn.exec_driver_sql("UPDATE artifacts SET accessed_at = '2000-01-01 00:00:00'")
+        holder = sqlite3.connect(tmp_path / "busy.db", isolation_level=None)
+        holder.execute("BEGIN IMMEDIATE")
+        started = time.monotonic()
+        page = off.fetch_slice(ref.artifact_id, offset=-2)
+        found = off.query_artifact(ref.artifact_id, grep="^19999 ")
+        assert b"".join(off.iter_raw(ref.artifact_id)).endswith(b"19999 ok\n")
+        assert time.monotonic() - started < 3
+        holder.execute("ROLLBACK")
+        holder.close()
+        assert page["content"].split() == ["19998", "ok", "19999", "ok"] and found["count"] == 1
+        assert [e["op"] for e in off.extracts(artifact_id=ref.artifact_id)] == ["slice", "grep"]
+        assert off.get(ref.artifact_id)["accessed_at"] < "2001"  # written by the next touch or gc
+        off.gc()
+        assert off.get(ref.artifact_id)["accessed_at"] > "2020"

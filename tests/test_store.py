@@ -1418,6 +1418,76 @@ def test_verify_reports_artifacts_whose_content_is_missing(store_url):
     store.engine.dispose()
 
 
+@pytest.fixture
+def write_lock_held(store_url):
+    """A function holding, until the `with` ends, what a write of the artifact `id` waits for on this backend:
+    SQLite's write lock (BEGIN IMMEDIATE elsewhere), the artifact's row on PostgreSQL, and on DuckDB the
+    store's own writer (another thread in a write transaction)."""
+    import contextlib
+    import threading
+
+    @contextlib.contextmanager
+    def held(store: Store, artifact_id: str):
+        if store.backend == "sqlite":
+            import sqlite3
+
+            other = sqlite3.connect(store.engine.url.database, isolation_level=None)
+            other.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            finally:
+                other.execute("ROLLBACK")
+                other.close()
+        elif store.backend == "postgresql":
+            other = sa.create_engine(store_url)
+            with other.connect() as conn, conn.begin():
+                conn.execute(sa.text("SELECT id FROM artifacts WHERE id = :i FOR UPDATE"), {"i": artifact_id})
+                yield
+            other.dispose()
+        else:
+            inside, release = threading.Event(), threading.Event()
+
+            def writer():
+                with store._write():
+                    inside.set()
+                    release.wait(30)
+
+            thread = threading.Thread(target=writer)
+            thread.start()
+            inside.wait(10)
+            try:
+                yield
+            finally:
+                release.set()
+                thread.join()
+    return held
+
+
+def test_a_read_never_waits_behind_a_writer_to_write_when_it_was_read(store_url, write_lock_held):
+    """get() wrote accessed_at before returning the row, through the write lock: `offload cat` took 19 s
+    behind a transaction held for 20 s elsewhere. The touch is skipped when the lock is not free at once,
+    and written by this store's next gc, which evicts by it."""
+    store = Store(open_engine(store_url, busy_timeout=5))
+    read, other = _put(store, b"read while a writer works\n" * 50), _put(store, b"not read\n" * 50)
+    long_ago = utcnow() - dt.timedelta(hours=2)
+    with store.engine.begin() as conn:
+        conn.execute(sa.text("UPDATE artifacts SET accessed_at = :t"), {"t": long_ago})
+    with write_lock_held(store, read):
+        started = time.monotonic()
+        assert store.get(read, "")["id"] == read
+        assert time.monotonic() - started < 2
+    assert store.get(read, "", touch=False)["accessed_at"] == long_ago  # not written yet
+    store.gc()
+    assert store.get(read, "", touch=False)["accessed_at"] > long_ago + dt.timedelta(hours=1)
+    assert store.get(other, "", touch=False)["accessed_at"] == long_ago
+    store.get(other, "")  # a free lock: written at once, as before
+    assert store.get(other, "", touch=False)["accessed_at"] > long_ago + dt.timedelta(hours=1)
+    with store.engine.begin() as conn:  # and the connection that touched waits as long as before for writes
+        timeout = conn.exec_driver_sql("PRAGMA busy_timeout").scalar() if store.backend == "sqlite" else 5000
+    assert timeout == 5000
+    store.close()
+
+
 def test_two_stores_on_one_duckdb_file_in_one_process_write_one_at_a_time(tmp_path):
     """The write lock was each Store's own: two Offloaders on one DuckDB file, each putting and deleting the
     same content in a thread of its own, failed 6 of 80 puts ("PRIMARY KEY or UNIQUE constraint violation")."""

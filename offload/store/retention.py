@@ -1,6 +1,7 @@
 """Retention inside a write transaction: ending artifacts, dropping content nothing uses, and the
 collection `Store.gc` runs (expired, then orphaned, then least recently used down to a quota), which a
-put over the quota also runs in its own transaction to make room for itself.
+put over the quota also runs in its own transaction to make room for itself; and the reads not yet
+written to accessed_at, which that order follows (`Touches`).
 
 On PostgreSQL writers run side by side, so a collection takes gc's advisory lock (`gc_lock`) and a
 removal waits for a running one (`not_beside_gc`); SQLite and DuckDB admit one writer at a time.
@@ -9,6 +10,7 @@ removal waits for a running one (`not_beside_gc`); SQLite and DuckDB admit one w
 from __future__ import annotations
 
 import datetime as dt
+import threading
 import zlib
 from typing import Iterable
 
@@ -25,6 +27,37 @@ GC_LOCK = zlib.crc32(b"offload-gc")  # PostgreSQL advisory lock key of gc
 # a few seconds later at most; gc leaves such content alone this long, so that another process's gc
 # cannot take it in between (SQLite serialises writers; PostgreSQL does not).
 ORPHAN_GRACE = dt.timedelta(minutes=10)
+
+
+class Touches:
+    """When artifacts were read, kept until a write transaction that got the lock at once takes them to
+    accessed_at (`Store._touch`), or a gc, before it evicts by it. At most KEPT (one read each)."""
+
+    KEPT = 10_000
+
+    def __init__(self) -> None:
+        self._when: dict[str, dt.datetime] = {}
+        self._lock = threading.Lock()
+
+    def add(self, artifact_id: str, when: dt.datetime) -> None:
+        with self._lock:
+            if len(self._when) < self.KEPT or artifact_id in self._when:
+                self._when[artifact_id] = when
+
+    def write(self, conn: Connection) -> dict[str, dt.datetime]:
+        """Write them in the caller's transaction; returns them, for `forget` once it has committed."""
+        with self._lock:
+            touches = dict(self._when)
+        if touches:
+            conn.execute(artifacts.update().where(artifacts.c.id == sa.bindparam("touched")).values(
+                accessed_at=sa.bindparam("when")), [{"touched": i, "when": t} for i, t in touches.items()])
+        return touches
+
+    def forget(self, written: dict[str, dt.datetime]) -> None:
+        with self._lock:
+            for artifact_id, when in written.items():
+                if self._when.get(artifact_id) == when:  # not read again meanwhile
+                    del self._when[artifact_id]
 
 
 def total_bytes(conn: Connection) -> int:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import hashlib
+import logging
 import os
 import threading
 import time
@@ -28,8 +29,10 @@ from .engines import read_only_file, wal_checkpointer
 from .models import artifacts, chunks, contents, extracts, item_blocks
 from .reading import ContentReading
 from .records import ContentInfo, GcReport, column_text, new_id, utcnow
-from .retention import ACTIVE, collect, drop_orphans, end_artifacts, gc_lock, not_beside_gc, total_bytes
+from .retention import ACTIVE, Touches, collect, drop_orphans, end_artifacts, gc_lock, not_beside_gc, total_bytes
 from .search import args_text, text_filter
+
+log = logging.getLogger("offload")
 
 ENDED_REASONS = {"expired": "expired", "evicted": "was evicted to keep the store under its size quota",
                  "deleted": "was deleted"}
@@ -87,9 +90,14 @@ class Store(ContentReading):
         self.read_only = read_only_file(engine.url)  # the file, when this user cannot write it (see engines)
         self._used: tuple[float, int] | None = None  # (when counted, bytes): see QUOTA_RECOUNT_SECONDS
         self._used_lock = threading.Lock()
+        self._touches = Touches()  # reads not yet written to accessed_at (see `_touch`)
+        self._to_log: list[dict[str, Any]] = []  # extracts to log once the write lock is free (`log_extract`)
+        self._logging: threading.Thread | None = None
+        self._logging_lock = threading.Lock()
 
     def close(self) -> None:
         """Finish background work and release the database."""
+        self._logged()
         if self._checkpointer is not None:
             self._checkpointer.wait()
         self.engine.dispose()
@@ -101,15 +109,19 @@ class Store(ContentReading):
     # -- transactions -----------------------------------------------------------------------
 
     @contextmanager
-    def _write(self) -> Iterator[Connection]:
+    def _write(self, *, wait: bool = True) -> Iterator[Connection]:
+        """A write transaction. Not `wait`: StoreError at once if another writer holds the lock it needs
+        (on PostgreSQL, a lock any of its statements needs), instead of waiting up to the busy timeout."""
         if self.read_only is not None:  # said before the database says "attempt to write a readonly database"
             raise StoreReadOnly(self.read_only)
         lock = self._write_lock
-        if lock:
-            lock.acquire()
+        if lock and not lock.acquire(wait):
+            raise StoreError("The store could not be written now: another thread of this process is writing it")
         try:
             with self.engine.connect().execution_options(offload_write=True) as conn:
-                with conn.begin():
+                with _sqlite_at_once(conn, not wait), conn.begin():
+                    if not wait and conn.dialect.name == "postgresql":
+                        conn.exec_driver_sql("SET LOCAL lock_timeout = 1")  # 1 ms: 0 would mean never
                     yield conn
         except sa.exc.IntegrityError:
             raise
@@ -392,12 +404,22 @@ class Store(ContentReading):
         if row["expires_at"] is not None and row["expires_at"] <= now and not row["pinned"]:
             raise ArtifactExpired(artifact_id, _iso(row["expires_at"]))
         if touch and now - row["accessed_at"] > _TOUCH_EVERY and self.read_only is None:
-            try:
-                with self._write() as conn:
-                    conn.execute(artifacts.update().where(artifacts.c.id == artifact_id).values(accessed_at=now))
-            except StoreError:
-                pass  # a busy store must not fail a read; LRU order is advisory
+            self._touch(artifact_id, now)
         return row
+
+    def _touch(self, artifact_id: str, now: dt.datetime) -> None:
+        """Write when the artifact was read (accessed_at: gc evicts the least recently used first), only
+        if the write lock is free at once: a read never waits behind a writer (`cat` waited 19 s behind a
+        20 s transaction for this) nor fails for it. A touch that could not be written is kept, and
+        written by the next touch or gc of this Store that gets the lock (gc first, so it evicts by what
+        this process read); LRU order is advisory."""
+        self._touches.add(artifact_id, now)
+        try:
+            with self._write(wait=False) as conn:
+                written = self._touches.write(conn)
+        except StoreError:
+            return  # written later (see above)
+        self._touches.forget(written)
 
     def find_by_content(self, sha256: str, namespace: str) -> dict[str, Any] | None:
         """The newest live artifact of `namespace` holding exactly this content (id, tool, kind, bytes,
@@ -494,8 +516,10 @@ class Store(ContentReading):
             quota = max(quota - room, 0) if room <= quota else None  # nothing can make room for more than all
         report = GcReport()
         with self._write() as conn:
+            touched = self._touches.write(conn)
             collect(conn, now or utcnow(), quota, protect, report, room=bool(room))
             report.total_bytes = self.total_bytes(conn)
+        self._touches.forget(touched)
         # after the commit: a writer holding `_used_lock` may be waiting for the gc lock this held
         with self._used_lock:
             self._used = (time.monotonic(), report.total_bytes)
@@ -543,15 +567,51 @@ class Store(ContentReading):
     # -- the extract log --------------------------------------------------------------------
 
     def log_extract(self, row: dict[str, Any]) -> str:
+        """Log a slice or query: at once if the write lock is free, else on a thread that waits for it (as
+        any write does) while the answer goes back, so a read never waits behind a writer to log itself
+        (`slice` waited as long as the writer). `list_extracts` and `close` wait for that thread."""
         extract_id = row.get("id") or new_id("ext_")
-        with self._write() as conn:
-            conn.execute(extracts.insert().values(**{**row, "id": extract_id, "created_at": utcnow()}))
+        full = {**row, "id": extract_id, "created_at": utcnow()}
+        try:
+            with self._write(wait=False) as conn:
+                conn.execute(extracts.insert().values(**full))
+            return extract_id
+        except StoreReadOnly:
+            raise
+        except StoreError:
+            pass
+        with self._logging_lock:
+            self._to_log.append(full)
+            if self._logging is None or not self._logging.is_alive():  # not alive: forked since, or done
+                self._logging = threading.Thread(target=self._log_later, name="offload-extract-log")
+                self._logging.start()
         return extract_id
+
+    def _log_later(self) -> None:
+        while True:
+            with self._logging_lock:
+                rows, self._to_log = self._to_log, []
+                if not rows:
+                    self._logging = None
+                    return
+            try:
+                with self._write() as conn:
+                    for row in rows:
+                        conn.execute(extracts.insert().values(**row))
+            except Exception as exc:  # noqa: BLE001 - the answers went back; only their log lines are lost
+                log.warning("could not log %d extract(s): %s", len(rows), exc)
+
+    def _logged(self) -> None:
+        """Wait for the extracts `_log_later` is writing."""
+        thread = self._logging
+        if thread is not None:
+            thread.join()
 
     def list_extracts(self, namespace: str, *, extract_id: str | None = None, artifact_id: str | None = None,
                       since: dt.datetime | None = None, until: dt.datetime | None = None,
                       limit: int | None = None, cursor: str | None = None) -> list[dict[str, Any]]:
         """Oldest first; `cursor` (from `page_extracts`) continues after the last row of a page."""
+        self._logged()  # what this process logged is there
         e = extracts.c
         query = sa.select(extracts).where(e.namespace == namespace)
         if extract_id:
@@ -600,6 +660,25 @@ def _duckdb_conflict(exc: sa.exc.DatabaseError) -> bool:
     or UNIQUE constraint violation"), "Conflict on tuple deletion!"; it raises them as TransactionException."""
     return type(exc.orig).__name__ in ("TransactionException", "ConstraintException") and \
         type(exc.orig).__module__.lstrip("_").startswith("duckdb")
+
+
+@contextmanager
+def _sqlite_at_once(conn: Connection, at_once: bool) -> Iterator[None]:
+    """On SQLite with `at_once`, lock waits of `conn` fail at once (busy timeout 0) for the block, the
+    BEGIN IMMEDIATE included; the connection gets its own timeout back after."""
+    if not at_once or conn.dialect.name != "sqlite":
+        yield
+        return
+    raw = conn.connection.driver_connection
+    before = int(raw.execute("PRAGMA busy_timeout").fetchone()[0])
+    raw.execute("PRAGMA busy_timeout = 0")
+    try:
+        yield
+    finally:
+        try:
+            raw.execute(f"PRAGMA busy_timeout = {before}")
+        except Exception:  # noqa: BLE001 - a connection that cannot take it back is not used again
+            conn.invalidate()
 
 
 def _live() -> sa.ColumnElement[bool]:
