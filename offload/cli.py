@@ -253,7 +253,7 @@ def gc(as_json: bool = typer.Option(False, "--json")) -> None:
 
 @app.command()
 def verify(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Re-hash all stored content; exit 1 if any no longer matches. Example: offload verify"""
+    """Re-hash all stored content; exit 1 if any no longer matches or is missing. Example: offload verify"""
     problems = state.off.verify()
     if as_json:
         _print_json({"ok": not problems, "problems": problems})
@@ -261,8 +261,12 @@ def verify(as_json: bool = typer.Option(False, "--json")) -> None:
         typer.echo("All stored content matches its sha256.")
     else:
         for p in problems:
-            typer.echo(f"MISMATCH content {p['sha256'][:16]}… ({p['bytes']:,} bytes stored as "
-                       f"{p['actual_bytes']:,}) used by {', '.join(p['artifacts']) or 'no artifact'}")
+            users = ", ".join(p["artifacts"]) or "no artifact"
+            if p.get("problem") == "missing":
+                typer.echo(f"MISSING content {p['sha256'][:16]}… used by {users}: its bytes are not in the store")
+            else:
+                typer.echo(f"MISMATCH content {p['sha256'][:16]}… ({p['bytes']:,} bytes stored as "
+                           f"{p['actual_bytes']:,}) used by {users}")
     if problems:
         raise typer.Exit(1)
 

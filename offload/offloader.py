@@ -18,7 +18,7 @@ import time
 from concurrent.futures import Future
 from typing import Any, Callable, Iterator
 
-from .errors import InvalidArgument, InvalidSetting
+from .errors import InvalidArgument, InvalidSetting, StoreError
 from .jsontext import dumps, loads
 from .reference import Reference
 from .results import Payload, cheap_fits, sent_bytes, to_payload
@@ -85,7 +85,10 @@ class Offloader:
 
     def close(self) -> None:
         if self._freeing is not None:
-            self._freeing.result()
+            try:
+                self._freeing.result()
+            except StoreError:  # a task of the process this one was forked from: nothing here to wait for
+                pass
         self._slicer = self._queries = None
         if self._store is not None:
             self._store.close()

@@ -398,8 +398,9 @@ def test_db_upgrade_fails_in_one_line_within_the_busy_timeout_and_never_shows_th
     result = offload("--url", str(foreign), "db", "upgrade", ok=False)
     assert result.exit_code == 2 and "Traceback" not in result.output
     assert result.stderr.strip().splitlines() == [
-        f"error: Cannot migrate the store sqlite:///{foreign}: table artifacts already exists (the database holds "
-        "tables offload did not make: point --url at an offload store or a new file)"]
+        f"error: {foreign} is not an offload store: it has tables named like offload's (artifacts) but no offload "
+        f"schema revision: offload did not make them. Point --url (or OFFLOAD_URL) at an offload store or a new "
+        f"file; {foreign} was left as it is."]
 
     monkeypatch.setenv("OFFLOAD_BUSY_TIMEOUT", "1")
     locked = tmp_path / "locked.db"

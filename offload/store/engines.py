@@ -463,9 +463,6 @@ class WalCheckpointer:
         self._thread: threading.Thread | None = None
         self._from = 0  # the log's size when this process last started a checkpoint (roughly: no lock)
 
-    def wrote(self, size: int) -> None:
-        """What a write put in the log (the log's own size is what counts: see `after_write`)."""
-
     def after_write(self) -> None:
         try:
             size = os.stat(self._log).st_size
@@ -508,9 +505,6 @@ class DuckDBLog:
 
     def __init__(self, path: Path):
         self._log = _sidecar(path, ".wal")
-
-    def wrote(self, size: int) -> None:
-        """(Nothing to count.)"""
 
     def after_write(self) -> None:
         _owner_only(self._log, follow=False)

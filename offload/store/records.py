@@ -1,4 +1,4 @@
-"""What the store hands out besides rows: the facts of stored content, a gc's report, ids and times."""
+"""What the store hands out besides rows: the facts of stored content, a gc's report, ids, times and cursors."""
 
 from __future__ import annotations
 
@@ -7,6 +7,9 @@ import datetime as dt
 import secrets
 from dataclasses import dataclass
 
+import orjson
+
+from ..errors import InvalidArgument
 from ..utf8 import carriable
 
 
@@ -49,3 +52,16 @@ def column_text(value: str | None) -> str | None:
         return None
     return carriable(str(value)).replace("\x00", "\\x00")
 
+
+def encode_cursor(created: dt.datetime, artifact_id: str) -> str:
+    """A page's continuation, as listings hand it out: where the last row was, in creation order."""
+    raw = orjson.dumps([created.isoformat(), artifact_id])
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, str]:
+    try:
+        created, artifact_id = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
+        return dt.datetime.fromisoformat(created), str(artifact_id)
+    except (ValueError, TypeError) as exc:
+        raise InvalidArgument(f"invalid cursor {cursor!r}: pass the next_cursor of a previous listing") from exc

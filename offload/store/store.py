@@ -7,7 +7,6 @@ at all. Content is deduplicated by sha256; artifacts are per call and point at i
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 import hashlib
 import logging
@@ -17,7 +16,6 @@ import time
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
-import orjson
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
@@ -28,7 +26,8 @@ from .chunking import CHUNK_SIZE, Chunk, ItemIndex, chunk_stream, count_lines
 from .engines import read_only_file, wal_checkpointer
 from .models import artifacts, chunks, contents, extracts, item_blocks
 from .reading import ContentReading
-from .records import ContentInfo, GcReport, column_text, new_id, utcnow
+from .extract_log import ExtractLog
+from .records import ContentInfo, GcReport, column_text, decode_cursor, encode_cursor, utcnow
 from .retention import ACTIVE, Touches, collect, drop_orphans, end_artifacts, gc_lock, not_beside_gc, total_bytes
 from .search import args_text, text_filter
 
@@ -79,7 +78,7 @@ def _duckdb_write_lock(engine: Engine) -> threading.Lock:
         return _duckdb_locks.setdefault(key, threading.Lock())
 
 
-class Store(ContentReading):
+class Store(ContentReading, ExtractLog):
     """One database holding artifacts, their content and the extract log."""
 
     def __init__(self, engine: Engine, *, quota_bytes: int | None = None):
@@ -91,9 +90,7 @@ class Store(ContentReading):
         self._used: tuple[float, int] | None = None  # (when counted, bytes): see QUOTA_RECOUNT_SECONDS
         self._used_lock = threading.Lock()
         self._touches = Touches()  # reads not yet written to accessed_at (see `_touch`)
-        self._to_log: list[dict[str, Any]] = []  # extracts to log once the write lock is free (`log_extract`)
-        self._logging: threading.Thread | None = None
-        self._logging_lock = threading.Lock()
+        self._start_log()
 
     def close(self) -> None:
         """Finish background work and release the database."""
@@ -277,8 +274,6 @@ class Store(ContentReading):
                   for block, blob in (item_index.blocks() if item_index is not None else ())]
         if blocks:
             conn.execute(_INSERT_BLOCKS, blocks)
-        if self._checkpointer is not None:
-            self._checkpointer.wrote(size)
         info = ContentInfo(sha256, size, chars, count_lines(size, newlines, last == b"\n"), count,
                            len(item_index) if item_index is not None else None,
                            item_index.path if item_index is not None else None)
@@ -465,14 +460,14 @@ class Store(ContentReading):
         if text:
             query = query.where(text_filter(text))
         if cursor:
-            created, last_id = _decode_cursor(cursor)
+            created, last_id = decode_cursor(cursor)
             query = query.where(sa.or_(a.created_at < created, sa.and_(a.created_at == created, a.id < last_id)))
         query = query.order_by(a.created_at.desc(), a.id.desc()).limit(limit + 1)
         with self._read() as conn:
             rows = [dict(r) for r in conn.execute(query).mappings()]
         more = len(rows) > limit
         rows = rows[:limit]
-        next_cursor = _encode_cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None
+        next_cursor = encode_cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None
         return rows, next_cursor
 
     def same_results(self, namespace: str, *, tool: str, session: str, sha256: str,
@@ -564,83 +559,6 @@ class Store(ContentReading):
         return {"artifacts": int(count), "bytes": int(size), "tokens": int(tokens), "tokens_saved": int(kept),
                 "extracts": int(extracts_count), "store_bytes": int(store_bytes), **groups}
 
-    # -- the extract log --------------------------------------------------------------------
-
-    def log_extract(self, row: dict[str, Any]) -> str:
-        """Log a slice or query: at once if the write lock is free, else on a thread that waits for it (as
-        any write does) while the answer goes back, so a read never waits behind a writer to log itself
-        (`slice` waited as long as the writer). `list_extracts` and `close` wait for that thread."""
-        extract_id = row.get("id") or new_id("ext_")
-        full = {**row, "id": extract_id, "created_at": utcnow()}
-        try:
-            with self._write(wait=False) as conn:
-                conn.execute(extracts.insert().values(**full))
-            return extract_id
-        except StoreReadOnly:
-            raise
-        except StoreError:
-            pass
-        with self._logging_lock:
-            self._to_log.append(full)
-            if self._logging is None or not self._logging.is_alive():  # not alive: forked since, or done
-                self._logging = threading.Thread(target=self._log_later, name="offload-extract-log")
-                self._logging.start()
-        return extract_id
-
-    def _log_later(self) -> None:
-        while True:
-            with self._logging_lock:
-                rows, self._to_log = self._to_log, []
-                if not rows:
-                    self._logging = None
-                    return
-            try:
-                with self._write() as conn:
-                    for row in rows:
-                        conn.execute(extracts.insert().values(**row))
-            except Exception as exc:  # noqa: BLE001 - the answers went back; only their log lines are lost
-                log.warning("could not log %d extract(s): %s", len(rows), exc)
-
-    def _logged(self) -> None:
-        """Wait for the extracts `_log_later` is writing."""
-        thread = self._logging
-        if thread is not None:
-            thread.join()
-
-    def list_extracts(self, namespace: str, *, extract_id: str | None = None, artifact_id: str | None = None,
-                      since: dt.datetime | None = None, until: dt.datetime | None = None,
-                      limit: int | None = None, cursor: str | None = None) -> list[dict[str, Any]]:
-        """Oldest first; `cursor` (from `page_extracts`) continues after the last row of a page."""
-        self._logged()  # what this process logged is there
-        e = extracts.c
-        query = sa.select(extracts).where(e.namespace == namespace)
-        if extract_id:
-            query = query.where(e.id == extract_id)
-        if artifact_id:
-            query = query.where(e.artifact_id == artifact_id)
-        if since is not None:
-            query = query.where(e.created_at >= since)
-        if until is not None:  # as `list`: since inclusive, until exclusive
-            query = query.where(e.created_at < until)
-        if cursor:
-            created, last_id = _decode_cursor(cursor)
-            query = query.where(sa.or_(e.created_at > created, sa.and_(e.created_at == created, e.id > last_id)))
-        query = query.order_by(e.created_at, e.id)
-        if limit:
-            query = query.limit(limit)
-        with self._read() as conn:
-            return [dict(r) for r in conn.execute(query).mappings()]
-
-    def page_extracts(self, namespace: str, *, limit: int, cursor: str | None = None,
-                      **filters: Any) -> tuple[list[dict[str, Any]], str | None]:
-        """`limit` extracts, oldest first, and the cursor of the next page (None after the last)."""
-        if limit < 1:
-            raise InvalidArgument("limit must be at least 1")
-        rows = self.list_extracts(namespace, limit=limit + 1, cursor=cursor, **filters)
-        more = len(rows) > limit
-        rows = rows[:limit]
-        return rows, _encode_cursor(rows[-1]["created_at"], rows[-1]["id"]) if more else None
-
 
 def _hollow(info: ContentInfo) -> bool:
     """A content row that cannot be its sha256's: no bytes or no chunks, and not the empty content."""
@@ -689,16 +607,3 @@ def _live() -> sa.ColumnElement[bool]:
 
 def _iso(value: dt.datetime | None) -> str | None:
     return value.replace(microsecond=0).isoformat() + "Z" if value else None
-
-
-def _encode_cursor(created: dt.datetime, artifact_id: str) -> str:
-    raw = orjson.dumps([created.isoformat(), artifact_id])
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-def _decode_cursor(cursor: str) -> tuple[dt.datetime, str]:
-    try:
-        created, artifact_id = orjson.loads(base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)))
-        return dt.datetime.fromisoformat(created), str(artifact_id)
-    except (ValueError, TypeError) as exc:
-        raise InvalidArgument(f"invalid cursor {cursor!r}: pass the next_cursor of a previous listing") from exc
