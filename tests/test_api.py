@@ -56,6 +56,7 @@ def test_store_list_show_and_read_back(server):
 def test_the_extract_log_pages_with_a_cursor_through_equal_times(server, monkeypatch):
     """Pages of the extract log, oldest first, joined, are the whole log once each, also where several
     extracts share one time (a `since` of the last time seen would repeat or skip them)."""
+    import offload.store.extract_log as log_module
     import offload.store.store as store_module
 
     off, client = server
@@ -63,6 +64,7 @@ def test_the_extract_log_pages_with_a_cursor_through_equal_times(server, monkeyp
     client.get(f"/api/artifacts/{aid}/slice", params={"offset": 0})
     at = store_module.utcnow().replace(microsecond=123456)  # now: the artifact must not look expired
     monkeypatch.setattr(store_module, "utcnow", lambda: at)
+    monkeypatch.setattr(log_module, "utcnow", lambda: at)  # the time an extract is logged at
     for offset in range(1, 6):
         client.get(f"/api/artifacts/{aid}/slice", params={"offset": offset})
     monkeypatch.undo()
