@@ -28,10 +28,11 @@ from . import workers
 from .content import Detected, gc_paused, pause_gc, resume_gc
 from .referencing import ReferenceBuilder, reason, reference_counter
 from .store.chunking import chunk_bytes
-from .store.records import column_text
+from .store.records import args_json, column_text, public_extract, public_row
 from .tokens import TokenCounter, surely_over
 from .tools.query import QueryRunner
-from .tools.slicing import SliceRequest, Slicer, content_digest
+from .tools.pages import SliceRequest, content_digest
+from .tools.slicing import Slicer
 from .utf8 import carriable
 from .writes import ASIDE, PendingWrite
 
@@ -289,7 +290,7 @@ class Offloader:
         if session is None or args is None:
             return None
         try:
-            wanted = loads(_args_json(args))  # as the args column stores them
+            wanted = loads(args_json(args))  # as the args column stores them
             for row in self.store.same_results(self.namespace, tool=tool, session=session, sha256=sha):
                 if row["args"] is not None and loads(row["args"]) == wanted:
                     return row["id"]
@@ -306,7 +307,7 @@ class Offloader:
                         stderr_artifact_id=ref.stderr_artifact_id, stderr=ref.stderr)
         return {
             "id": ref.artifact_id, "namespace": self.namespace, "session": column_text(session),
-            "tool": column_text(tool), "args": _args_json(args) if args is not None else None,
+            "tool": column_text(tool), "args": args_json(args) if args is not None else None,
             "kind": ref.kind, "content_type": ref.content_type, "tokens": ref.tokens,
             "shown_tokens": self.counter.count(text := ref.render()),
             "reference": dumps({**ref.to_dict(), "text": text}).decode(),  # exactly what the model saw
@@ -466,13 +467,13 @@ class Offloader:
 
     def extracts(self, **filters: Any) -> list[dict[str, Any]]:
         """The extract log, oldest first: `artifact_id`, `since`, `until`, `limit`, `cursor` filter it."""
-        return [_extract_row(r) for r in self.store.list_extracts(self.namespace, **filters)]
+        return [public_extract(r) for r in self.store.list_extracts(self.namespace, **filters)]
 
     def extracts_page(self, limit: int = 200, cursor: str | None = None,
                       **filters: Any) -> tuple[list[dict[str, Any]], str | None]:
         """`limit` extracts, oldest first, and the cursor that continues after them (None at the end)."""
         rows, next_cursor = self.store.page_extracts(self.namespace, limit=limit, cursor=cursor, **filters)
-        return [_extract_row(r) for r in rows], next_cursor
+        return [public_extract(r) for r in rows], next_cursor
 
     def rerun(self, **filters: Any) -> list[dict[str, Any]]:
         """Re-execute logged extracts offline; each unchanged / changed / failed (see tools/rerun.py)."""
@@ -498,7 +499,7 @@ class Offloader:
 
     def get(self, artifact_id: str) -> dict[str, Any]:
         """The artifact's metadata (NotFound / Expired when it is not there for this namespace)."""
-        return _public(self.store.get(artifact_id, self.namespace))
+        return public_row(self.store.get(artifact_id, self.namespace))
 
     def reference(self, artifact_id: str) -> dict[str, Any]:
         """The reference exactly as the model saw it: its dict and its text."""
@@ -514,7 +515,7 @@ class Offloader:
 
     def list(self, **filters: Any) -> tuple[list[dict[str, Any]], str | None]:
         rows, cursor = self.store.list(self.namespace, **filters)
-        return [_public(r) for r in rows], cursor
+        return [public_row(r) for r in rows], cursor
 
     def delete(self, artifact_id: str) -> None:
         self.store.delete(artifact_id, self.namespace)
@@ -580,37 +581,3 @@ def _free(held: list) -> None:
         held.clear()
     finally:
         resume_gc()
-
-
-def _public(row: dict[str, Any]) -> dict[str, Any]:
-    """An artifact row as callers see it: JSON columns decoded, times in ISO 8601."""
-    out = {str(key): value for key, value in row.items()}  # plain str keys (SQLAlchemy gives str subclasses)
-    for key in ("args", "meta"):
-        out[key] = loads(out[key]) if out.get(key) else None  # orjson refuses lone surrogate escapes
-    out.pop("reference", None)
-    out.pop("args_text", None)  # the store's search column, derived from args
-    for key in ("created_at", "accessed_at", "expires_at", "ended_at"):
-        if out.get(key) is not None:
-            out[key] = out[key].isoformat() + "Z"
-    return out
-
-
-def _extract_row(row: dict[str, Any]) -> dict[str, Any]:
-    """An extract-log row as callers see it: its args decoded, its time in ISO 8601."""
-    out = {str(key): value for key, value in row.items()}
-    out["args"] = loads(out["args"])  # exactly, lone surrogates too (orjson refuses their escapes)
-    out["created_at"] = out["created_at"].isoformat() + "Z"
-    return out
-
-
-def _args_json(args: Any) -> str:
-    """The call's args as JSON for the store: exactly, else (a cycle, an object no encoder takes) their
-    repr as one JSON string. A result is never refused for its arguments."""
-    try:
-        return dumps(args, non_str_keys=True).decode()
-    except (TypeError, ValueError, RecursionError):
-        try:
-            text = repr(args)
-        except Exception:  # noqa: BLE001 - a repr that raises still leaves the result stored
-            text = f"<{type(args).__qualname__}: not representable>"
-        return dumps({"repr": text}).decode()

@@ -408,9 +408,9 @@ def test_quota_counts_the_store_seldom_and_exactly_near_the_quota(store_url, mon
     """The total is a SUM over every content row: far from the quota a writer adds what it writes to its
     last count; near it, it counts again and sees what another writer stored meanwhile."""
     from offload.errors import QuotaExceeded
-    from offload.store import store as store_module
+    from offload.store import quota as quota_module
 
-    monkeypatch.setattr(store_module, "QUOTA_RECOUNT_SECONDS", 600.0)  # a slow machine: no recount by age
+    monkeypatch.setattr(quota_module, "QUOTA_RECOUNT_SECONDS", 600.0)  # a slow machine: no recount by age
 
     store = _store(store_url, quota_bytes=100_000)
     other = _store(store_url, quota_bytes=100_000)

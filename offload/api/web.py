@@ -23,7 +23,7 @@ from fastapi.staticfiles import StaticFiles
 from ..errors import ArtifactExpired, InvalidArgument, OffloadError
 from ..jsontext import dumps
 from ..reference import KIND_LABELS
-from ..tools.slicing import DEFAULT_LIMITS
+from ..tools.pages import DEFAULT_LIMITS
 from ..utf8 import carriable
 from .app import offloader_for
 from .params import is_plain_integer

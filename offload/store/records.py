@@ -1,4 +1,5 @@
-"""What the store hands out besides rows: the facts of stored content, a gc's report, ids, times and cursors."""
+"""What the store hands out besides rows: the facts of stored content, a gc's report, ids, times and
+cursors; and rows as callers see them (`public_row`, `public_extract`), args as the store keeps them."""
 
 from __future__ import annotations
 
@@ -6,10 +7,12 @@ import base64
 import datetime as dt
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 import orjson
 
 from ..errors import InvalidArgument
+from ..jsontext import dumps, loads
 from ..utf8 import carriable
 
 
@@ -65,3 +68,37 @@ def decode_cursor(cursor: str) -> tuple[dt.datetime, str]:
         return dt.datetime.fromisoformat(created), str(artifact_id)
     except (ValueError, TypeError) as exc:
         raise InvalidArgument(f"invalid cursor {cursor!r}: pass the next_cursor of a previous listing") from exc
+
+
+def public_row(row: dict[str, Any]) -> dict[str, Any]:
+    """An artifact row as callers see it: JSON columns decoded, times in ISO 8601."""
+    out = {str(key): value for key, value in row.items()}  # plain str keys (SQLAlchemy gives str subclasses)
+    for key in ("args", "meta"):
+        out[key] = loads(out[key]) if out.get(key) else None  # orjson refuses lone surrogate escapes
+    out.pop("reference", None)
+    out.pop("args_text", None)  # the store's search column, derived from args
+    for key in ("created_at", "accessed_at", "expires_at", "ended_at"):
+        if out.get(key) is not None:
+            out[key] = out[key].isoformat() + "Z"
+    return out
+
+
+def public_extract(row: dict[str, Any]) -> dict[str, Any]:
+    """An extract-log row as callers see it: its args decoded, its time in ISO 8601."""
+    out = {str(key): value for key, value in row.items()}
+    out["args"] = loads(out["args"])  # exactly, lone surrogates too (orjson refuses their escapes)
+    out["created_at"] = out["created_at"].isoformat() + "Z"
+    return out
+
+
+def args_json(args: Any) -> str:
+    """The call's args as JSON for the store: exactly, else (a cycle, an object no encoder takes) their
+    repr as one JSON string. A result is never refused for its arguments."""
+    try:
+        return dumps(args, non_str_keys=True).decode()
+    except (TypeError, ValueError, RecursionError):
+        try:
+            text = repr(args)
+        except Exception:  # noqa: BLE001 - a repr that raises still leaves the result stored
+            text = f"<{type(args).__qualname__}: not representable>"
+        return dumps({"repr": text}).decode()

@@ -19,7 +19,7 @@ from typing import Any, Callable, Iterable, Iterator
 import sqlalchemy as sa
 from sqlalchemy.engine import Connection, Engine
 
-from ..errors import (ArtifactExpired, ArtifactNotFound, ContentMismatch, InvalidArgument, QuotaExceeded, StoreError,
+from ..errors import (ArtifactExpired, ArtifactNotFound, ContentMismatch, InvalidArgument, StoreError,
                       StoreReadOnly)
 from ..utf8 import encodable
 from .chunking import CHUNK_SIZE, Chunk, ItemIndex, chunk_stream, count_lines
@@ -27,8 +27,9 @@ from .engines import read_only_file, wal_checkpointer
 from .models import artifacts, chunks, contents, extracts, item_blocks
 from .reading import ContentReading
 from .extract_log import ExtractLog
+from .quota import QuotaCheck
 from .records import ContentInfo, GcReport, column_text, decode_cursor, encode_cursor, utcnow
-from .retention import ACTIVE, Touches, collect, drop_orphans, end_artifacts, gc_lock, not_beside_gc, total_bytes
+from .retention import ACTIVE, Touches, collect, drop_orphans, end_artifacts, not_beside_gc, total_bytes
 from .search import args_text, text_filter
 
 log = logging.getLogger("offload")
@@ -43,15 +44,6 @@ EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 # import once stored b"" under a real sha256, and the content read as nothing for good), and bytes
 # shorter than this are hashed again (a microsecond or two beside a put's half a millisecond).
 REHASH_BELOW = 4096
-
-
-# The quota check before each new content needs the store's total, a SUM over every content row: 0.5 ms
-# on an empty store, 3.6 ms at 20,000 contents, and growing. So a writer counts it at most this often,
-# adding what it writes itself in between, and counts again whenever that sum comes within QUOTA_NEAR
-# of the quota. What other processes wrote in the last second can push the store past its quota
-# before anyone notices, then only until the next gc; far from the quota it cannot matter.
-QUOTA_RECOUNT_SECONDS = 1.0
-QUOTA_NEAR = 0.9
 
 
 # Built once: every put looks its content up and inserts rows, and building the statements (and their
@@ -78,7 +70,7 @@ def _duckdb_write_lock(engine: Engine) -> threading.Lock:
         return _duckdb_locks.setdefault(key, threading.Lock())
 
 
-class Store(ContentReading, ExtractLog):
+class Store(ContentReading, ExtractLog, QuotaCheck):
     """One database holding artifacts, their content and the extract log."""
 
     def __init__(self, engine: Engine, *, quota_bytes: int | None = None):
@@ -87,7 +79,7 @@ class Store(ContentReading, ExtractLog):
         self._write_lock = _duckdb_write_lock(engine) if engine.dialect.name == "duckdb" else None
         self._checkpointer = wal_checkpointer(engine)
         self.read_only = read_only_file(engine.url)  # the file, when this user cannot write it (see engines)
-        self._used: tuple[float, int] | None = None  # (when counted, bytes): see QUOTA_RECOUNT_SECONDS
+        self._used: tuple[float, int] | None = None  # (when counted, bytes): see quota.QUOTA_RECOUNT_SECONDS
         self._used_lock = threading.Lock()
         self._touches = Touches()  # reads not yet written to accessed_at (see `_touch`)
         self._start_log()
@@ -286,79 +278,6 @@ class Store(ContentReading, ExtractLog):
         conn.execute(artifacts.update().where(artifacts.c.sha256 == sha256).values(
             bytes=info.bytes, chars=info.chars, lines=info.lines, items=info.items))
         return info
-
-    def _check_quota(self, conn: Connection, size: int, make_room: Iterable[str] | None = None) -> None:
-        """QuotaExceeded if `size` more bytes would take the store over its quota (see QUOTA_RECOUNT_SECONDS
-        for when the total is counted and when it is this writer's running sum).
-
-        With `make_room` (artifacts to keep, besides the pinned ones), what `gc(room=size)` would collect
-        is collected first, in the caller's transaction, which holds gc's lock until it commits: writers
-        near the quota take turns, each counting what the one before left. A gc of its own before a
-        retry lost that room to other writers in between: 11 of 72 puts of 12 writers in 4 processes
-        on PostgreSQL failed open that way.
-        """
-        keep = None if make_room is None else tuple(make_room)
-        # Near the quota, writers that may make room take turns even when this one fits (one that wrote
-        # beside a collecting writer would take the room it made): gc's lock, held until this commits.
-        # It is waited for outside `_used_lock`, which a thread of this process holding gc's lock may
-        # need: waiting for it while holding `_used_lock` made a cycle PostgreSQL cannot see.
-        turn = False
-        while True:
-            if turn:
-                gc_lock(conn)
-            with self._used_lock:  # held across the count: a thread holding it is inside its write transaction
-                now = time.monotonic()
-                known = self._used
-                if turn or known is None or now - known[0] >= QUOTA_RECOUNT_SECONDS or \
-                        known[1] + size > self.quota_bytes * QUOTA_NEAR:
-                    known = (now, self.total_bytes(conn))  # after a turn: what the writer before left
-                    if (not turn and keep is not None and conn.dialect.name == "postgresql"
-                            and known[1] + size > self.quota_bytes * QUOTA_NEAR):
-                        turn = True
-                        continue
-                self._check_counted(conn, size, keep, known)
-                return
-
-    def _check_counted(self, conn: Connection, size: int, keep: tuple[str, ...] | None,
-                       known: tuple[float, int]) -> None:
-        """`_check_quota` once the store is counted (`known`), under `_used_lock`: collect if over and
-        allowed to, refuse if still over, else count this write in."""
-        used = known[1]
-        # A writer whose count is up to a second old (see QUOTA_RECOUNT_SECONDS) may still write
-        # beside the collection and take some of its room: then it collects again, until the write fits
-        # or nothing more can go (each round removes a content, so this ends). At most three rounds
-        # could refuse a write that a fourth would have fitted, saying that what must stay left no
-        # room, which was then not so (the likely cause of 2 failures in ~10 runs, on one machine, of
-        # the test of twelve writers near the quota on PostgreSQL).
-        collected = False
-        report = GcReport()
-        while keep is not None and size <= self.quota_bytes and used + size > self.quota_bytes:
-            report = GcReport()
-            collect(conn, utcnow(), self.quota_bytes - size, keep, report, room=True)
-            collected = True
-            known = (time.monotonic(), self.total_bytes(conn))
-            used = known[1]
-            if not report.contents_removed:
-                break  # nothing more can go
-        # after a collection the count holds evictions this transaction has not committed (a refused
-        # put rolls them back): the next write counts again
-        if used + size > self.quota_bytes:
-            self._used = None if collected else known
-            if size > self.quota_bytes:
-                raise QuotaExceeded(f"{size:,} bytes are more than the store's whole quota of "
-                                    f"{self.quota_bytes:,} bytes (raise OFFLOAD_QUOTA_BYTES)", size)
-            if collected:
-                raise QuotaExceeded(
-                    f"storing {size:,} bytes would take the store over its quota of {self.quota_bytes:,} "
-                    f"even with every artifact that may go evicted: {report.staying_bytes:,} bytes must stay "
-                    f"(pinned artifacts, the call's own, content being written) of the {used:,} stored; unpin or "
-                    "delete some, or raise OFFLOAD_QUOTA_BYTES", size)
-            raise QuotaExceeded(
-                f"storing {size:,} bytes would take the store to {used + size:,} bytes, over its quota of "
-                f"{self.quota_bytes:,} (`offload gc` evicts the least recently used to make room; pinned "
-                "artifacts stay: unpin or delete some, or raise OFFLOAD_QUOTA_BYTES)", size)
-        # counted as written even if the write then fails: a sum too high only brings a count sooner
-        self._used = None if collected else (known[0], used + size)
 
     # -- reading metadata -------------------------------------------------------------------
 

@@ -25,7 +25,7 @@ from ..tokens import surely_over
 from .engines import BoundedCache, detached, grep_lines, jmespath_example, run_jmespath
 from .grep import match_span
 from .schemas import encode_item, render_query
-from .slicing import _absolute, nul_entries, validate
+from .pages import absolute, nul_entries, validate
 from ..utf8 import encodable
 
 if TYPE_CHECKING:
@@ -280,7 +280,7 @@ class QueryRunner:
         result = run_jmespath(self.document(row), expression, self.result_bytes)
         if isinstance(result, list):
             total = len(result)
-            start = _absolute(offset, total)
+            start = absolute(offset, total)
             page = result[start:total if limit is None else start + limit]
             outcome = self._page(row, "jmespath", expression, page, start, total, {"limit": limit}, whole=(
                 lambda: Outcome("jmespath", expression, derived=dumps(result), count=total))

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import OffloadError
-from .slicing import SliceRequest, content_digest
+from .pages import SliceRequest, content_digest
 
 if TYPE_CHECKING:
     from ..offloader import Offloader
