@@ -75,6 +75,20 @@ def test_case_renames_reach_ndjson_nested_keys_and_taken_names(off):
     assert '"s.x_2" holds the key "x"' in out["note"] and '"id_2" holds the key "id"' in out["note"]
 
 
+def test_case_renames_reach_values_nested_600_levels_deep(off):
+    # the renaming walked the rows by recursion: a RecursionError (internal_error) from ~500 levels
+    deep: object = 1
+    for _ in range(600):
+        deep = [deep]
+    rows = [{"Name": i, "name": -i, "tags": [{"B": i}, {"b": -i}], "deep": deep if i == 0 else None}
+            for i in range(3000)]
+    aid = off.put(rows, tool="api").artifact_id
+    out = off.query_artifact(aid, sql="SELECT sum(Name_1) AS up, sum(name_2) AS down, "
+                                      "sum(tags[1].B_1) AS b1, sum(tags[2].b_2) AS b2 FROM artifact")
+    assert out["result"] == [{"up": 4498500, "down": -4498500, "b1": 4498500, "b2": -4498500}], out
+    assert '"tags[].B_1" holds the key "B"' in out["note"]  # the first found is _1, in the items' order
+
+
 def test_csv_header_names_differing_only_in_case_are_the_shapes(off):
     ref = off.put("Name,name,a,a\n" + "".join(f"{i},{-i},{i},{i * 2}\n" for i in range(3000)), tool="export")
     names = list(ref.shape["columns"])

@@ -98,21 +98,19 @@ def _case_renames(items: list[Any]) -> dict[Scope, dict[str, str]]:
     number when a key of the scope has that name in any case). None keeps its name, so that a query naming
     one fails, the note saying which is which, instead of reading another key's values."""
     scopes: dict[Scope, dict[str, None]] = {}
-
-    def visit(value: Any, scope: Scope) -> None:
+    stack: list[tuple[Any, Scope]] = [(item, ()) for item in reversed(items) if isinstance(item, (dict, list))]
+    while stack:  # a loop, not a recursion: documents are queried up to 1,024 levels deep
+        value, scope = stack.pop()
         if isinstance(value, dict):
             keys = scopes.setdefault(scope, {})
             for key, item in value.items():
                 keys[key] = None
                 if isinstance(item, (dict, list)):
-                    visit(item, (*scope, key))
-        elif isinstance(value, list):
-            for item in value:
-                if isinstance(item, (dict, list)):
-                    visit(item, (*scope, "[]"))
-
-    for item in items:
-        visit(item, ())
+                    stack.append((item, (*scope, key)))
+        else:
+            inner = (*scope, "[]")
+            # in reverse, so that elements are visited in order: the n-th key found is `key_n`
+            stack.extend((item, inner) for item in reversed(value) if isinstance(item, (dict, list)))
     renames: dict[Scope, dict[str, str]] = {}
     for scope, keys in scopes.items():
         groups: dict[str, list[str]] = {}
@@ -131,13 +129,28 @@ def _case_renames(items: list[Any]) -> dict[Scope, dict[str, str]]:
 
 
 def _renamed(value: Any, scope: Scope, renames: dict[Scope, dict[str, str]]) -> Any:
-    """`value` with the keys `renames` names renamed, at every depth; a copy (the value may be cached)."""
-    if isinstance(value, dict):
-        names = renames.get(scope, {})
-        return {names.get(key, key): _renamed(item, (*scope, key), renames) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_renamed(item, (*scope, "[]"), renames) for item in value]
-    return value
+    """`value` with the keys `renames` names renamed, at every depth; a copy (the value may be cached).
+    One loop over a stack, as `engines.detached`, which this is with the renames."""
+    if not isinstance(value, (dict, list)):
+        return value
+    root: Any = {} if isinstance(value, dict) else []
+    stack = [(value, root, scope)]
+    while stack:
+        source, copy, where = stack.pop()
+        if type(copy) is dict:
+            names = renames.get(where, {})
+            pairs = ((names.get(key, key), key, item) for key, item in source.items())
+        else:
+            copy.extend([None] * len(source))
+            pairs = ((at, "[]", item) for at, item in enumerate(source))
+        for slot, key, item in pairs:
+            if isinstance(item, (dict, list)):
+                child: Any = {} if isinstance(item, dict) else []
+                stack.append((item, child, (*where, key)))
+            else:
+                child = item
+            copy[slot] = child
+    return root
 
 
 def _renames_note(renames: dict[Scope, dict[str, str]]) -> str:
@@ -281,6 +294,8 @@ def _names_note(header: list[str], names: list[str] | None) -> list[str]:
 
 
 def _utf8(data: bytes) -> bool:
+    if data.isascii():  # most tables: no copy
+        return True
     try:
         data.decode("utf-8")
     except UnicodeDecodeError:
