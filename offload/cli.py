@@ -111,9 +111,8 @@ def db_upgrade() -> None:
     """Migrate the store's schema to the latest version. Example: offload db upgrade"""
     import sqlalchemy as sa
 
-    from .errors import StoreError
     from .settings import load_settings
-    from .store.engines import driver_message, make_engine, resolve_url, upgrade
+    from .store.engines import make_engine, resolve_url, upgrade
 
     settings = load_settings(**({"url": state.url} if state.url else {}))  # the store every command opens
     url = resolve_url(settings.url)
@@ -121,11 +120,6 @@ def db_upgrade() -> None:
     engine = make_engine(url, busy_timeout=settings.busy_timeout)
     try:
         before, after = upgrade(engine)
-    except sa.exc.DBAPIError as exc:  # a lock held past the busy timeout, a file holding other tables
-        why = driver_message(exc, first_line=True)
-        if "already exists" in why:
-            why += " (the database holds tables offload did not make: point --url at an offload store or a new file)"
-        raise StoreError(f"Cannot migrate the store {shown}: {why}") from exc
     finally:
         engine.dispose()
     typer.echo(f"{shown}: {before or 'empty'} → {after}" if before != after else f"{shown}: already at {after}")

@@ -26,10 +26,10 @@ from .settings import Settings, load_settings
 from .store import Store, new_id, open_engine, utcnow
 from . import workers
 from .content import Detected, gc_paused, pause_gc, resume_gc
-from .referencing import ReferenceBuilder, reason, reference_counter
+from .referencing import Measure, ReferenceBuilder, reason
 from .store.chunking import chunk_bytes
 from .store.records import args_json, column_text, public_extract, public_row
-from .tokens import TokenCounter, surely_over
+from .tokens import UNDERCOUNT_MARGIN, TokenCounter, surely_over
 from .tools.query import QueryRunner
 from .tools.pages import SliceRequest, content_digest
 from .tools.slicing import Slicer
@@ -38,6 +38,7 @@ from .writes import ASIDE, PendingWrite
 
 log = logging.getLogger("offload")
 _UNDERCOUNT, _ENVELOPE = 0.9, 60  # a page budget: the share of its tokens the estimate may take, less this
+_SEPARATOR_TOKENS = 16  # stdout and stderr joined (`\n[stderr]\n`) take at most this more than the two apart
 
 
 class Offloader:
@@ -157,7 +158,8 @@ class Offloader:
         count = self.references.measure.within(limit)
         if not structured:
             return count(text)
-        return max(self.counter.count(text), count(json.dumps(text, ensure_ascii=False)))
+        held = count(json.dumps(text, ensure_ascii=False))
+        return held if held > limit else max(self.counter.count(text), held)  # over is over: no second count
 
     def _limit_or_none(self, tool: str) -> int | None:
         try:
@@ -183,14 +185,21 @@ class Offloader:
         if not self.counter.exact and any(surely_over(size, allowed) for size, allowed in sizes):
             return False  # as below
         out_text = _text_of(out, payload.text)
-        if self._held(out_text, limit) > limit:
+        out_held = self._held(out_text, limit)
+        if out_held > limit:
             return False
         if not err:
             return True
         err_text = _text_of(err, None)
-        # each within its own limit, and the two together (as the text and the structured form hold them)
-        return (self._held(err_text, err_limit) <= err_limit
-                and self._held(f"{out_text}\n[stderr]\n{err_text}", total_limit) <= total_limit)
+        err_held = self._held(err_text, err_limit)
+        if err_held > err_limit:
+            return False
+        # the two together, as the text and the structured form hold them: counted again only near the
+        # limit, where the real tokenizers may count the whole (the parts' estimates plus the separator
+        # bound the estimate of the whole, and neither part holds what the estimate may price too low)
+        if out_held + err_held + _SEPARATOR_TOKENS <= UNDERCOUNT_MARGIN * total_limit:
+            return True
+        return self._held(f"{out_text}\n[stderr]\n{err_text}", total_limit) <= total_limit
 
     def _offload(self, tool: str, payload: Payload, *, args: dict | None, session: str | None,
                  fail_open: bool = True, parent_id: str | None = None, reserve: int = 0) -> Reference:
@@ -209,6 +218,7 @@ class Offloader:
         target = references.target_for(self.settings.limit_for(tool))
         target -= min(reserve, target // 2)
         data = payload.data
+        stored_args = args_json(args) if args is not None else None  # as the args column holds them
         stderr_ref = None
         companions = []
         if payload.is_shell and payload.stderr:
@@ -219,7 +229,7 @@ class Offloader:
             if stderr_ref.truncated:
                 # stored whole with the result, whose reference names it (`PendingWrite.finish`)
                 stderr_ref.artifact_id = new_id("art_")
-                companions.append((self._row(stderr_ref, tool + ":stderr", args, session, None),
+                companions.append((self._row(stderr_ref, tool + ":stderr", stored_args, session, None),
                                    payload.stderr, stderr_ref.sha256))
         # a large result is hashed, then written, on a worker while it is chunked and referenced here
         write = PendingWrite(self, data, companions=companions)
@@ -229,7 +239,7 @@ class Offloader:
             write.chunks.set_result(chunks)
             ref, detected = references.analyse(tool, data, payload, chunks, write.detected.set_result)
             ref.sha256 = write.sha256()
-            ref.same_as = self._same_result(tool, args, session, ref.sha256)  # named before fitting: it takes room
+            ref.same_as = self._same_result(tool, stored_args, session, ref.sha256)  # named before fitting: it takes room
             if payload.is_shell:
                 ref.kind, ref.exit_code = "shell", payload.exit_code
                 if stderr_ref is not None:
@@ -242,7 +252,7 @@ class Offloader:
                 # a stderr short enough to travel whole, cut to fit a small reference: stored with the
                 # result, so that nothing of it is lost, and the reference names it
                 stderr_ref.artifact_id = ref.stderr_artifact_id = new_id("art_")
-                write.companions.append((self._row(stderr_ref, tool + ":stderr", args, session, None),
+                write.companions.append((self._row(stderr_ref, tool + ":stderr", stored_args, session, None),
                                          payload.stderr, stderr_ref.sha256))
                 ref.stderr, ref.stderr_truncated, ref.notes = stderr_ref.preview, stderr_ref.truncated, notes
                 references.fit(ref, detected, data, target)
@@ -250,7 +260,7 @@ class Offloader:
             write.abandon()  # the reference failed: nothing of the result stays stored
             raise
         try:
-            write.finish({**self._row(ref, tool, args, session, payload), "parent_id": parent_id})
+            write.finish({**self._row(ref, tool, stored_args, session, payload), "parent_id": parent_id})
         except Exception as exc:  # noqa: BLE001 - any store failure fails open
             failure = exc
         if failure is not None:
@@ -284,13 +294,13 @@ class Offloader:
         except RuntimeError:  # the interpreter is shutting down: freed here, inside the caller's pause
             resume_gc()
 
-    def _same_result(self, tool: str, args: dict | None, session: str | None, sha: str) -> str | None:
+    def _same_result(self, tool: str, args: str | None, session: str | None, sha: str) -> str | None:
         """An earlier stored, unexpired call of `tool` in this session with the same args and result, if
         any: its reference says so, so the model queries that one instead of re-running the tool."""
         if session is None or args is None:
             return None
         try:
-            wanted = loads(args_json(args))  # as the args column stores them
+            wanted = loads(args)  # `args` as the args column stores them
             for row in self.store.same_results(self.namespace, tool=tool, session=session, sha256=sha):
                 if row["args"] is not None and loads(row["args"]) == wanted:
                     return row["id"]
@@ -298,7 +308,7 @@ class Offloader:
             log.warning("offload could not look for an earlier identical call of %s: %s", tool, exc)
         return None
 
-    def _row(self, ref: Reference, tool: str, args: dict | None, session: str | None,
+    def _row(self, ref: Reference, tool: str, args: str | None, session: str | None,
              payload: Payload | None) -> dict[str, Any]:
         ttl = self.settings.ttl_days
         meta = {"notes": ref.notes}
@@ -307,7 +317,7 @@ class Offloader:
                         stderr_artifact_id=ref.stderr_artifact_id, stderr=ref.stderr)
         return {
             "id": ref.artifact_id, "namespace": self.namespace, "session": column_text(session),
-            "tool": column_text(tool), "args": args_json(args) if args is not None else None,
+            "tool": column_text(tool), "args": args,  # as `args_json` wrote them
             "kind": ref.kind, "content_type": ref.content_type, "tokens": ref.tokens,
             "shown_tokens": self.counter.count(text := ref.render()),
             "reference": dumps({**ref.to_dict(), "text": text}).decode(),  # exactly what the model saw
@@ -368,26 +378,24 @@ class Offloader:
             self._queries = self.make_queries(self._page_budget(self.settings.query_tokens))
         return self._queries
 
-    def make_slicer(self, budget: int, count: Callable[[str], int] | None = None) -> "Slicer":
-        """A slicer over this store with a given page budget and token count (rerun replays the logged
+    def make_slicer(self, budget: int, counter: TokenCounter | None = None) -> "Slicer":
+        """A slicer over this store with a given page budget and token counter (rerun replays the logged
         ones: pages cut by another count are other pages)."""
-        count, held = self._page_counts(budget, count)
+        count, held = self._page_counts(budget, counter)
         return Slicer(self.store, count, budget, self.queries.items_of, held)
 
-    def make_queries(self, budget: int, count: Callable[[str], int] | None = None) -> "QueryRunner":
-        _count, held = self._page_counts(budget, count)  # the runner counts whole responses only, to hold them
+    def make_queries(self, budget: int, counter: TokenCounter | None = None) -> "QueryRunner":
+        _count, held = self._page_counts(budget, counter)  # the runner counts whole responses only, to hold them
         return QueryRunner(self.store, held, budget, cache_bytes=self.settings.cache_bytes,
                            timeout=self.settings.query_timeout, result_bytes=self.settings.query_result_bytes)
 
-    def _page_counts(self, budget: int, count: Callable[[str], int] | None) -> tuple[Callable, Callable]:
+    def _page_counts(self, budget: int, counter: TokenCounter | None) -> tuple[Callable, Callable]:
         """(count, held) for pages of `budget` (`_page_budget`): the counter's count, to build a page by,
         and the count that holds a whole page to the budget, and to the tokens it stands for by the real
         tokenizers when they are installed and the estimate cannot rule out more (`Measure.within`).
-        `count`: another TokenCounter's (rerun); any other function is taken as it is."""
-        counter = self.counter if count is None else getattr(count, "__self__", None)
-        if not isinstance(counter, TokenCounter):
-            return count, count
-        measure = self.references.measure if counter is self.counter else reference_counter(counter)
+        `counter`: another than this Offloader's (rerun's, of a logged tokenizer)."""
+        counter = counter or self.counter
+        measure = self.references.measure if counter is self.counter else Measure(counter)
         return counter.count, measure.within(budget, round((budget + _ENVELOPE) / _UNDERCOUNT))
 
     def _page_budget(self, tokens: int) -> int:

@@ -38,7 +38,7 @@ class ReferenceBuilder:
 
     def __init__(self, counter: TokenCounter, reference_tokens: int, grep_max_lines: int):
         self.counter = counter
-        self.measure = reference_counter(counter)
+        self.measure = Measure(counter)  # how a reference is held to `reference_tokens`
         self.reference_tokens = reference_tokens
         self.grep_max_lines = grep_max_lines
 
@@ -330,11 +330,6 @@ def reason(exc: BaseException) -> str:
         return "the disk is full"
     text = text if isinstance(exc, StoreError) else f"{type(exc).__name__}: {text}"
     return text if len(text) <= REASON_CHARS else text[:REASON_CHARS - 1] + "…"
-
-
-def reference_counter(counter: TokenCounter) -> Measure:
-    """How a reference's size is checked against `reference_tokens`: see `Measure`."""
-    return Measure(counter)
 
 
 class Measure:

@@ -96,13 +96,14 @@ def to_payload(result: Any) -> Payload:
 
 
 def cheap_fits(payload: Payload, limit: int) -> bool:
-    """True when the result surely fits without estimating: a token is at least one UTF-8 byte of what
-    the model reads (an object's JSON text, or `sent_bytes` of a text)."""
-    if len(payload.data) + len(payload.stderr or b"") > limit:
+    """True when a result that is not a shell's (`Offloader._shell_fits` holds stdout and stderr each to
+    its own limit) surely fits without estimating: a token is at least one UTF-8 byte of what the model
+    reads (an object's JSON text, or `sent_bytes` of a text)."""
+    if len(payload.data) > limit:
         return False
     if payload.is_object:  # its text is its JSON, and so is its structured form
         return True
-    return sent_bytes(payload.data, payload.text is None) + sent_bytes(payload.stderr or b"", True) <= limit
+    return sent_bytes(payload.data, payload.text is None) <= limit
 
 
 # Bytes a JSON string writes escaped: `"`, `\` and the control characters with a short escape take two

@@ -185,6 +185,18 @@ def test_an_id_holding_a_lone_surrogate_is_not_found(off):
     assert out.is_error and out.structured["error"] == "not_found", out.text
 
 
+def test_every_lookup_by_an_id_holding_a_lone_surrogate_finds_nothing(off):
+    """The extract log and the context guard's liveness check bound the id raw: a UnicodeEncodeError
+    (`offload extracts --artifact $'art_\\x80'` ended in a traceback)."""
+    ref = off.process("grep", "x\n" * 20_000)
+    off.fetch_slice(ref.artifact_id)
+    for lone in ("art_\udc80", "ext_\ud83d"):
+        assert off.extracts(artifact_id=lone) == [] and off.extracts(extract_id=lone) == []
+        assert off.rerun(artifact_id=lone) == [] and off.rerun(extract_id=lone) == []
+    assert off.store.live_ids([ref.artifact_id, "art_\udc80"], off.namespace) == {ref.artifact_id}
+    assert len(off.extracts(artifact_id=ref.artifact_id)) == 1  # the log itself is as it was
+
+
 def test_a_failing_tool_is_an_error_result_unless_told_to_raise(off):
     def flaky(path: str) -> str:
         """Fail."""

@@ -768,7 +768,7 @@ def test_the_sqlite_log_stays_bounded_beside_a_process_holding_the_store_open(tm
     """With a server holding the store open there is no last close to fold the log, and each short-lived
     `offload put` counted only its own writes, under the mark: 30 puts of 1.5 MB left a 55 MB log (15 here)."""
     from offload import Offloader
-    from offload.store.engines import WAL_CHECKPOINT_AT
+    from offload.store.wal import WAL_CHECKPOINT_AT
 
     path = tmp_path / "store.db"
     holder = Offloader(str(path))

@@ -168,12 +168,11 @@ def _import_members(store: Store, tar: tarfile.TarFile, namespace: str | None, p
         if name == "artifacts.ndjson":
             for row in _loads(data.read()):
                 row["namespace"] = target
-                row["args_text"] = args_text(row.get("args"))
                 if _exists(store, artifacts, row["id"]):
                     imported["skipped"] += 1
                 elif row["sha256"] is None:  # a tombstone: keep saying "expired"
                     with store._write() as conn:
-                        conn.execute(artifacts.insert().values(**row))
+                        conn.execute(artifacts.insert().values(**{**row, "args_text": args_text(row.get("args"))}))
                     imported["artifacts"] += 1
                 else:
                     rows_by_sha.setdefault(row["sha256"], []).append(row)
@@ -202,7 +201,8 @@ def _import_members(store: Store, tar: tarfile.TarFile, namespace: str | None, p
         for row in rows:
             with store._write() as conn:
                 conn.execute(artifacts.insert().values(**{**row, "sha256": None, "status": "deleted",
-                                                          "ended_at": row.get("ended_at") or row["created_at"]}))
+                                                          "ended_at": row.get("ended_at") or row["created_at"],
+                                                          "args_text": args_text(row.get("args"))}))
             imported["artifacts"] += 1
     return {**meta, "imported": imported}
 

@@ -87,7 +87,8 @@ def init_project(folder: Path) -> Path:
 # ---------------------------------------------------------------------------------------------
 # The store file and its side files
 
-def _database_file(url: URL) -> Path | None:
+def database_file(url: URL) -> Path | None:
+    """The file a SQLite or DuckDB URL names; None for PostgreSQL and in-memory databases."""
     backend, database = url.get_backend_name(), url.database
     if backend not in ("sqlite", "duckdb") or database in (None, "", ":memory:"):
         return None
@@ -160,7 +161,7 @@ def _prepare_path(backend: str, path: Path, existed: bool) -> None:
         path.unlink()  # DuckDB refuses an empty file; it creates its own (made owner-only once open)
 
 
-def _owner_only(path: Path, *, follow: bool = True) -> None:
+def owner_only(path: Path, *, follow: bool = True) -> None:
     """Take group's and others' access away from a regular file, and nothing from the owner: a store its
     owner made read-only (0444) stays read-only (it was made 0600, writable, at every open). Only a
     store that opened as one (or its side files) comes here; anything else is left as it is."""
@@ -173,7 +174,7 @@ def _owner_only(path: Path, *, follow: bool = True) -> None:
         os.chmod(path, mode & 0o700)
 
 
-def _sidecar(path: Path, suffix: str) -> Path:
+def sidecar(path: Path, suffix: str) -> Path:
     return path.with_name(path.name + suffix)
 
 
@@ -182,7 +183,7 @@ _SIDECARS = ("-wal", "-shm", ".wal", "-journal")  # SQLite's log, its index and 
 
 def _restrict_sidecars(path: Path) -> None:
     for suffix in _SIDECARS:  # a link there is not SQLite's or DuckDB's own file: not followed
-        _owner_only(_sidecar(path, suffix), follow=False)
+        owner_only(sidecar(path, suffix), follow=False)
 
 
 def _writable(path: Path) -> bool:
@@ -192,7 +193,7 @@ def _writable(path: Path) -> bool:
         return False
     if os.access(path.parent, os.W_OK):
         return True
-    return all(os.access(_sidecar(path, suffix), os.W_OK) for suffix in ("-wal", "-shm"))
+    return all(os.access(sidecar(path, suffix), os.W_OK) for suffix in ("-wal", "-shm"))
 
 
 def _read_only_url(url: URL, path: Path) -> URL:
@@ -209,7 +210,7 @@ def _read_only_url(url: URL, path: Path) -> URL:
 
 
 def _read_only_option(path: Path) -> dict[str, str]:
-    return {"mode": "ro"} if _sidecar(path, "-wal").exists() else {"immutable": "1"}
+    return {"mode": "ro"} if sidecar(path, "-wal").exists() else {"immutable": "1"}
 
 
 def read_only_file(url: URL) -> Path | None:
@@ -219,7 +220,7 @@ def read_only_file(url: URL) -> Path | None:
         return None
     if query.get("mode") != "ro" and query.get("immutable") != "1":
         return None
-    return _database_file(url)
+    return database_file(url)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,7 +279,7 @@ def _refusal(shown: str, path: Path | None, why: str) -> StoreError:
 def _sqlite_schema(path: Path, shown: str, read_only: bool, timeout: float) -> tuple[set[str], str | None] | None:
     """`_schema` of the SQLite file at `path`, read without changing it (no WAL switch, no side file: see
     `_read_only_url`); None when it is no SQLite database, or a read-only store (opening says why)."""
-    journal = _sidecar(path, "-journal").exists()  # a rollback-journal writer is committing: read under its lock
+    journal = sidecar(path, "-journal").exists()  # a rollback-journal writer is committing: read under its lock
     option = urllib.parse.urlencode({"mode": "ro"} if journal else _read_only_option(path))
     try:
         conn = sqlite3.connect(f"file:{urllib.parse.quote(str(path))}?{option}", uri=True, timeout=timeout)
@@ -313,7 +314,7 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
     temporary = _in_memory(parsed)
     if temporary:
         parsed = _temporary_store(parsed)
-    path = _database_file(parsed)
+    path = database_file(parsed)
     existed = path is not None and _refuse_non_file(path, shown)
     # a file that had something in it may be another program's: it is checked before it is changed
     foreign_check = existed and path.stat().st_size > 0
@@ -359,7 +360,7 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
         engine.dispose()
         raise _refusal(shown, path, why)
     if path is not None and not read_only:  # a read-only store is not ours to change, its modes neither
-        _owner_only(path)
+        owner_only(path)
         _restrict_sidecars(path)
     return engine
 
@@ -377,7 +378,7 @@ def _open_error(url: str, path: Path | None, exc: Exception, read_only: bool = F
         return StoreError(f"Cannot open the store {shown}: {path} exists but is not a "
                           f"{'DuckDB' if 'DuckDB' in text else 'SQLite'} database ({text}). Point --url (or "
                           "OFFLOAD_URL) at an offload store or a new file; the file itself was left as it is.")
-    if read_only and path is not None and _sidecar(path, "-wal").exists() and not _sidecar(path, "-shm").exists():
+    if read_only and path is not None and sidecar(path, "-wal").exists() and not sidecar(path, "-shm").exists():
         return StoreReadOnly(path, f"be read ({text}): a writer's log (its -wal file) is beside it, and reading "
                                    "through the log needs a -shm file, which this user cannot make there")
     if path is not None and "readonly database" in text:
@@ -407,7 +408,7 @@ def _sqlite_events(engine: Engine, busy_timeout: float, *, read_only: bool = Fal
         cur.execute(f"PRAGMA page_size = {SQLITE_PAGE_SIZE}")  # takes effect only on a new, empty file
         cur.execute("PRAGMA journal_mode = WAL")
         cur.execute("PRAGMA synchronous = NORMAL")  # durable across process crashes in WAL mode
-        cur.execute("PRAGMA wal_autocheckpoint = 0")  # WalCheckpointer does it, off the writer's path
+        cur.execute("PRAGMA wal_autocheckpoint = 0")  # wal.WalCheckpointer does it, off the writer's path
         cur.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
         cur.close()
 
@@ -433,95 +434,9 @@ def _postgresql_events(engine: Engine, busy_timeout: float) -> None:
 # 436 -> 227 ms, 10 MB 38 -> 27 ms, 1 MB 4.9 -> 3.8 ms) for a small write's 0.6 -> 0.9 ms and an empty
 # store of 576 KiB instead of 72 KiB; 64 KiB gained no more. Stores made before keep their page size.
 SQLITE_PAGE_SIZE = 32 << 10
-WAL_CHECKPOINT_AT = 4 << 20  # bytes the log grew by, whoever wrote them, that start the next checkpoint
 # A log restarted from its start (by the first write after a complete checkpoint) is cut back to what that
 # write logged, so the file's size is what the log holds; with a limit it kept that size, whatever it held.
 WAL_SIZE_LIMIT = 0
-
-
-class WalCheckpointer:
-    """Folds SQLite's write-ahead log into the database on a background thread.
-
-    SQLite's automatic checkpoint runs inside the COMMIT of whichever write pushes the log past 1,000
-    pages, so a 100 MB put paid for copying its bytes a second time and for two fsyncs before its tool
-    call could return: 0.67 s of a 1.0 s `Store.put`. Our connections turn that off; after each write
-    the log file's size (one stat) says how much it holds (see WAL_SIZE_LIMIT), and once it is
-    WAL_CHECKPOINT_AT past its size at this process's last checkpoint, a PASSIVE checkpoint runs on
-    another connection: it never waits for readers or writers, and sqlite3 releases the GIL while it
-    copies. The size counts what every process logged: counting this process's own writes, 30 puts by
-    short-lived `offload put` processes (each under the mark) beside a server holding the store open (so
-    no last close folded it) left a 55 MB log. The thread is not a daemon: a process that exits right
-    after the write that started it lets it finish. Durability is what it was (synchronous=NORMAL never
-    fsynced at commit in WAL mode), and a process that dies mid-checkpoint leaves a log the next opener
-    recovers from.
-    """
-
-    def __init__(self, engine: Engine, path: Path):
-        self.engine = engine
-        self._log = _sidecar(path, "-wal")
-        self._lock = threading.Lock()
-        self._thread: threading.Thread | None = None
-        self._from = 0  # the log's size when this process last started a checkpoint (roughly: no lock)
-
-    def after_write(self) -> None:
-        try:
-            size = os.stat(self._log).st_size
-        except OSError:  # no log: nothing to fold
-            return
-        if size < self._from:  # the log restarted since (here or in another process)
-            self._from = 0
-        if size - self._from < WAL_CHECKPOINT_AT:
-            return
-        with self._lock:
-            if self._thread is not None and self._thread.is_alive():
-                return  # the frames it leaves behind trigger the next one
-            self._from = size
-            self._thread = threading.Thread(target=self._checkpoint, name="offload-wal-checkpoint")
-            self._thread.start()
-
-    def _checkpoint(self) -> None:
-        try:
-            raw = self.engine.raw_connection()  # autocommit: a checkpoint cannot run inside a transaction
-            try:
-                raw.cursor().execute("PRAGMA wal_checkpoint(PASSIVE)").fetchall()
-            finally:
-                raw.close()
-        except Exception:  # noqa: BLE001 - the log stays valid; the next write or the last close retries
-            pass
-
-    def wait(self) -> None:
-        """Let a running checkpoint finish (before the engine is disposed)."""
-        thread = self._thread
-        if thread is not None:
-            thread.join()
-
-
-class DuckDBLog:
-    """Keeps a DuckDB store's write-ahead log (X.duckdb.wal) owner-only.
-
-    DuckDB makes the log anew at the first write after each checkpoint, with the process's umask (0644:
-    anyone could read the results it holds while the store is open, and after a kill until the next
-    open), and has no setting for its mode. So after each write: one lstat, and a chmod when it is new."""
-
-    def __init__(self, path: Path):
-        self._log = _sidecar(path, ".wal")
-
-    def after_write(self) -> None:
-        _owner_only(self._log, follow=False)
-
-    def wait(self) -> None:
-        """(Nothing runs in the background.)"""
-
-
-def wal_checkpointer(engine: Engine) -> WalCheckpointer | DuckDBLog | None:
-    """What a store's write-ahead log needs after each write (`after_write`): SQLite's is folded into the
-    database, DuckDB's kept owner-only; None for PostgreSQL and a read-only store."""
-    path = _database_file(engine.url)
-    if path is None or read_only_file(engine.url) is not None:
-        return None
-    if engine.dialect.name == "sqlite":
-        return WalCheckpointer(engine, path)
-    return DuckDBLog(path) if engine.dialect.name == "duckdb" else None
 
 
 # ---------------------------------------------------------------------------------------------
@@ -546,7 +461,19 @@ def current_revision(engine: Engine) -> str | None:
 
 
 def upgrade(engine: Engine) -> tuple[str | None, str]:
-    """Bring the schema to head under a lock (one migrator at a time); returns (before, after)."""
+    """Bring the schema to head under a lock (one migrator at a time); returns (before, after). What the
+    database refuses (a lock held past the busy timeout, a file holding other tables) is a StoreError
+    of one line that names the store."""
+    try:
+        return _upgrade(engine)
+    except sa.exc.DBAPIError as exc:
+        why = driver_message(exc, first_line=True)
+        if "already exists" in why:
+            why += " (the database holds tables offload did not make: point --url at an offload store or a new file)"
+        raise StoreError(f"Cannot migrate the store {engine.url.render_as_string(hide_password=True)}: {why}") from exc
+
+
+def _upgrade(engine: Engine) -> tuple[str | None, str]:
     head = head_revision()
     with _migrate_lock:
         before = current_revision(engine)
@@ -555,7 +482,7 @@ def upgrade(engine: Engine) -> tuple[str | None, str]:
         with engine.connect() as conn:
             why = _not_offload(*_schema(conn.exec_driver_sql, sqlite=engine.dialect.name == "sqlite"), embedded=False)
         if why is not None:
-            raise _refusal(engine.url.render_as_string(hide_password=True), _database_file(engine.url), why)
+            raise _refusal(engine.url.render_as_string(hide_password=True), database_file(engine.url), why)
         _refuse_newer(before, head)
         if (frozen := read_only_file(engine.url)) is not None:
             raise StoreReadOnly(frozen, f"be migrated to this offload's schema (revision {before} to {head})")
@@ -585,13 +512,9 @@ def open_engine(url: str | None = None, *, busy_timeout: float = 30.0, migrate: 
     if migrate:
         try:
             upgrade(engine)
-        except sa.exc.DBAPIError as exc:
-            engine.dispose()
-            raise StoreError(f"Cannot migrate the store {engine.url.render_as_string(hide_password=True)}: "
-                             f"{driver_message(exc, first_line=True)}") from exc
         except BaseException:
             engine.dispose()
             raise
-        if (path := _database_file(engine.url)) is not None and read_only_file(engine.url) is None:
+        if (path := database_file(engine.url)) is not None and read_only_file(engine.url) is None:
             _restrict_sidecars(path)  # DuckDB made its log for the migration with the umask
     return engine

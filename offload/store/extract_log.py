@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from ..errors import InvalidArgument, StoreError, StoreReadOnly
 from .models import extracts
-from .records import decode_cursor, encode_cursor, new_id, utcnow
+from .records import decode_cursor, encode_cursor, new_id, unbindable_id, utcnow
 
 __all__ = ["ExtractLog"]
 
@@ -78,6 +78,8 @@ class ExtractLog:
                       limit: int | None = None, cursor: str | None = None) -> list[dict[str, Any]]:
         """Oldest first; `cursor` (from `page_extracts`) continues after the last row of a page."""
         self._logged()  # what this process logged is there
+        if any(unbindable_id(id_) for id_ in (extract_id, artifact_id) if id_):
+            return []
         e = extracts.c
         query = sa.select(extracts).where(e.namespace == namespace)
         if extract_id:

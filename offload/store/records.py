@@ -13,7 +13,7 @@ import orjson
 
 from ..errors import InvalidArgument
 from ..jsontext import dumps, loads
-from ..utf8 import carriable
+from ..utf8 import carriable, encodable
 
 
 def utcnow() -> dt.datetime:
@@ -46,6 +46,12 @@ class GcReport:
 
     def to_dict(self) -> dict:
         return dict(self.__dict__)
+
+
+def unbindable_id(value: str) -> bool:
+    """An id no row holds and the drivers cannot bind: one with a lone surrogate (from a JSON escape).
+    Looked for, it is not found, as any other unknown id."""
+    return not value.isascii() and not encodable(value)
 
 
 def column_text(value: str | None) -> str | None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import logging
 import os
 import threading
 import time
@@ -21,18 +20,16 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..errors import (ArtifactExpired, ArtifactNotFound, ContentMismatch, InvalidArgument, StoreError,
                       StoreReadOnly)
-from ..utf8 import encodable
 from .chunking import CHUNK_SIZE, Chunk, ItemIndex, chunk_stream, count_lines
-from .engines import read_only_file, wal_checkpointer
+from .engines import read_only_file
 from .models import artifacts, chunks, contents, extracts, item_blocks
 from .reading import ContentReading
 from .extract_log import ExtractLog
 from .quota import QuotaCheck
-from .records import ContentInfo, GcReport, column_text, decode_cursor, encode_cursor, utcnow
+from .records import ContentInfo, GcReport, column_text, decode_cursor, encode_cursor, unbindable_id, utcnow
 from .retention import ACTIVE, Touches, collect, drop_orphans, end_artifacts, not_beside_gc, total_bytes
 from .search import args_text, text_filter
-
-log = logging.getLogger("offload")
+from .wal import wal_checkpointer
 
 ENDED_REASONS = {"expired": "expired", "evicted": "was evicted to keep the store under its size quota",
                  "deleted": "was deleted"}
@@ -166,10 +163,7 @@ class Store(ContentReading, ExtractLog, QuotaCheck):
         right: it is stored again from `data`, and the artifacts pointing at it read whole again.
         """
         def write(conn: Connection) -> ContentInfo:
-            info = self._content(conn, sha256, to_use=True)
-            if info is None or _hollow(info):
-                info = self._insert_content(conn, data, sha256, item_index, chunks, make_room,
-                                            replace=info is not None)
+            info = self._stored_content(conn, data, sha256, item_index, chunks, make_room, to_use=True)
             now = utcnow()
             for given in (row() if callable(row) else row, *more_rows):
                 full = {"created_at": now, "accessed_at": now, "pinned": False, "status": ACTIVE,
@@ -192,14 +186,16 @@ class Store(ContentReading, ExtractLog, QuotaCheck):
         content belongs to no artifact: it is invisible, and `gc` removes it if the row never comes (a
         killed process), after ORPHAN_GRACE. A `put` whose content was removed meanwhile stores it again.
         """
-        def write(conn: Connection) -> ContentInfo:
-            info = self._content(conn, sha256)
-            if info is None or _hollow(info):
-                info = self._insert_content(conn, data, sha256, item_index, chunks, make_room,
-                                            replace=info is not None)
-            return info
+        return self._written(lambda conn: self._stored_content(conn, data, sha256, item_index, chunks, make_room))
 
-        return self._written(write)
+    def _stored_content(self, conn: Connection, data: bytes | Iterable[bytes], sha256: str,
+                        item_index: ItemIndex | Callable[[], ItemIndex | None] | None, chunks: list[Chunk] | None,
+                        make_room: Iterable[str] | None, *, to_use: bool = False) -> ContentInfo:
+        """The content `sha256`, stored from `data` unless it is there (again, over a hollow row)."""
+        info = self._content(conn, sha256, to_use=to_use)
+        if info is None or _hollow(info):
+            info = self._insert_content(conn, data, sha256, item_index, chunks, make_room, replace=info is not None)
+        return info
 
     def discard_content(self, sha256: str) -> None:
         """Remove content that no artifact uses (what `put_content` stored for a row that never came)."""
@@ -304,8 +300,8 @@ class Store(ContentReading, ExtractLog, QuotaCheck):
         """The artifact's row; NotFound for unknown ids and other namespaces, Expired for tombstones."""
         if not isinstance(artifact_id, str):
             raise InvalidArgument(f"artifact_id must be a string like art_…, not {type(artifact_id).__name__}")
-        if not artifact_id.isascii() and not encodable(artifact_id):  # a lone surrogate: no id holds one,
-            raise ArtifactNotFound(artifact_id)                           # and the driver cannot bind it
+        if unbindable_id(artifact_id):
+            raise ArtifactNotFound(artifact_id)
         with self._read() as conn:
             row = conn.execute(sa.select(artifacts).where(artifacts.c.id == artifact_id)).mappings().first()
         if row is None or row["namespace"] != namespace:
@@ -349,7 +345,7 @@ class Store(ContentReading, ExtractLog, QuotaCheck):
     def live_ids(self, artifact_ids: Iterable[str], namespace: str) -> set[str]:
         """Those of `artifact_ids` that `get` still answers in `namespace`: the context guard checks the
         artifacts its cached notes and references name before it shows them again."""
-        wanted = sorted(set(artifact_ids))
+        wanted = sorted(id_ for id_ in set(artifact_ids) if not unbindable_id(id_))
         if not wanted:
             return set()
         a = artifacts.c

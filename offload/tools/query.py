@@ -104,13 +104,9 @@ class QueryRunner:
         """The array `path` leads to; without a path, the main array the reference named (find_main)."""
         doc = self.document(row)
         if path is None:
-            main = find_main(doc)
-            if not isinstance(main.value, list):
-                raise InvalidArgument(
-                    f"{row['id']} has no main array to page: its main value (`{main.path}`) is an object of "
-                    f"{len(main.value):,} keys. Give path= the JMESPath of an array, or query the object with "
-                    f"jmespath, e.g. {jmespath_example(doc)!r}.")
-            return main.value
+            return _main_array(row, doc, "{id} has no main array to page: its main value (`{path}`) is {what}. "
+                                         "Give path= the JMESPath of an array, or query it with jmespath, e.g. "
+                                         "{example!r}.")
         value = doc if path in ("", "@") else run_jmespath(doc, path)
         if not isinstance(value, list):
             raise InvalidArgument(f"path {path!r} does not lead to an array in {row['id']} (it is "
@@ -150,15 +146,10 @@ class QueryRunner:
         if row["kind"] == "ndjson":
             return SqlTable.from_rows_ndjson(data)
         doc = self.document(row)
-        main = find_main(doc)
-        if not isinstance(main.value, list):
-            what = (f"an object of {len(main.value):,} keys" if isinstance(main.value, dict)
-                    else f"a {type(main.value).__name__}")
-            raise InvalidArgument(
-                f"SQL reads the main array of a JSON artifact as its table, and {row['id']} has none: its main "
-                f"value (`{main.path}`) is {what}. Query it with jmespath instead, e.g. "
-                f"query_artifact(artifact_id=\"{row['id']}\", jmespath={json.dumps(jmespath_example(doc))}).")
-        return SqlTable.from_json_array(main.value)  # the main array the reference named
+        main = _main_array(row, doc, "SQL reads the main array of a JSON artifact as its table, and {id} has none: "
+                                     "its main value (`{path}`) is {what}. Query it with jmespath instead, e.g. "
+                                     "query_artifact(artifact_id=\"{id}\", jmespath={example_json}).")
+        return SqlTable.from_json_array(main)  # the main array the reference named
 
     # -- the three kinds of query -----------------------------------------------------------
 
@@ -524,3 +515,17 @@ def _grep_text(matches: list[dict]) -> list[str]:
         lines.append(f"{entry['line']}{':' if entry['match'] else '-'} {entry['text']}")
         previous = entry["line"]
     return lines
+
+
+def _main_array(row: dict, doc: Any, refusal: str) -> list[Any]:
+    """The main array of a parsed JSON artifact (the one its reference named: `find_main`), else
+    InvalidArgument with `refusal`, formatted with the artifact's `id`, the main value's `path`, `what`
+    it is, and an `example` JMESPath (`example_json`: as JSON) that runs on it."""
+    main = find_main(doc)
+    if isinstance(main.value, list):
+        return main.value
+    what = (f"an object of {len(main.value):,} keys" if isinstance(main.value, dict)
+            else f"a {type(main.value).__name__}")
+    example = jmespath_example(doc)
+    raise InvalidArgument(refusal.format(id=row["id"], path=main.path, what=what, example=example,
+                                         example_json=json.dumps(example)))

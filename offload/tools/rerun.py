@@ -10,6 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import OffloadError
+from ..tokens import TokenCounter
 from .pages import SliceRequest, content_digest
 
 if TYPE_CHECKING:
@@ -65,12 +66,10 @@ class _NoTokenizer(OffloadError):
     code = "no_tokenizer"
 
 
-def _counter(tokenizer: str | None) -> Any:
-    """The count the extract was logged with (its pages were cut by it)."""
-    from ..tokens import TokenCounter
-
+def _counter(tokenizer: str | None) -> TokenCounter:
+    """The counter the extract was logged with (its pages were cut by its count)."""
     try:
-        return TokenCounter(tokenizer).count
+        return TokenCounter(tokenizer)
     except ImportError:
         raise _NoTokenizer(f"logged while counting tokens with {tokenizer}, which is not installed here: "
                            "pip install 'offload[tokenizer]' to rerun it") from None

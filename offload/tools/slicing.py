@@ -29,12 +29,12 @@ class Slicer:
     """fetch_slice over one store; `count` is the token counter, `budget` the page budget in tokens."""
 
     def __init__(self, store: Store, count: Callable[[str], int], budget: int,
-                 items_of: Callable[[dict, str | None], list[Any]], held: Callable[..., int] | None = None):
+                 items_of: Callable[[dict, str | None], list[Any]], held: Callable[..., int]):
         self.store, self.count, self.budget = store, count, budget
         self.items_of = items_of  # (artifact row, path) -> the parsed array, when no stored index fits
         # `held(text, estimate)`: a whole page's tokens as held to the budget (by the real tokenizers too,
-        # when the estimate cannot rule out more: `referencing.Measure.within`); `count`'s without it
-        self.held = held or (lambda text, estimate=None: count(text) if estimate is None else estimate)
+        # when the estimate cannot rule out more: `referencing.Measure.within`)
+        self.held = held
 
     def slice(self, row: dict, req: SliceRequest) -> dict[str, Any]:
         """The page as the model reads it within the budget: built for what the budget leaves its content,
@@ -297,13 +297,13 @@ class Slicer:
             stop = first + char_at(window, first - lo)
         page = window[first - lo : stop - lo]
         bad = mixed_prefix(page)
+        among = " (or stand among such bytes)" if bad and bad > invalid_prefix(page) else ""
 
         def says(stop: int) -> str | None:
             notes = []
             if first < start:
                 notes.append(f"byte {start:,} is inside a character: the page starts at its first byte, {first:,}")
             if bad:
-                among = " (or stand among such bytes)" if bad > invalid_prefix(page) else ""
                 notes.append(f"bytes {first:,}–{stop - 1:,} are not valid UTF-8{among}, so they come back base64")
             return "; ".join(notes) or None
 
@@ -323,8 +323,8 @@ class Slicer:
         stop = first + keep
         resp = self._response(row, req, first, limit, [], total, stop if stop < total else None)
         resp["content"], resp["returned"], resp["encoding"] = content, keep, encoding
-        if says(stop):
-            resp["note"] = says(stop)
+        if note := says(stop):
+            resp["note"] = note
         if item_end is not None and stop < item_end:
             resp["next"]["limit"] = item_end - stop  # still the exact rest of the item
         elif item_end is not None:
