@@ -190,6 +190,29 @@ def test_gc_evicts_least_recently_used_until_under_quota(store_url):
     store.engine.dispose()
 
 
+def test_gc_evicts_a_content_by_its_latest_use_and_with_every_artifact_sharing_it(store_url):
+    """One artifact at a time, gc evicted the oldest of two sharing a content, which freed nothing, then
+    another content that was used after the one the second artifact had just read."""
+    store = _store(store_url)
+    now = utcnow()
+    shared, other = _text(3000), _text(3001)
+    old_share = _put(store, shared, accessed_at=now - dt.timedelta(hours=3), created_at=now - dt.timedelta(hours=3))
+    used_between = _put(store, other, accessed_at=now - dt.timedelta(hours=2), created_at=now - dt.timedelta(hours=2))
+    new_share = _put(store, shared, accessed_at=now - dt.timedelta(hours=1), created_at=now - dt.timedelta(hours=1))
+    size = store.content(store.get(old_share, "", touch=False)["sha256"]).bytes
+    report = store.gc(quota_bytes=size + size // 2)  # one of the two contents must go
+    assert (report.evicted, report.contents_removed) == (1, 1), report
+    assert store.get(old_share, "", touch=False) and store.get(new_share, "", touch=False)  # used an hour ago
+    with pytest.raises(ArtifactExpired, match="quota"):
+        store.get(used_between, "")
+    report = store.gc(quota_bytes=size // 2)  # now the shared content too: both of its artifacts at once
+    assert (report.evicted, report.contents_removed) == (2, 1), report
+    for artifact_id in (old_share, new_share):
+        with pytest.raises(ArtifactExpired, match="quota"):
+            store.get(artifact_id, "")
+    store.engine.dispose()
+
+
 def _two_gcs_at_once(store: Store, **kwargs) -> tuple[list, list]:
     """Run `store.gc(**kwargs)` on two threads released together; their reports and their errors."""
     import threading

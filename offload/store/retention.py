@@ -144,17 +144,25 @@ def collect(conn: Connection, now: dt.datetime, quota: int | None, protect: Iter
     writing = conn.execute(sa.select(sa.func.coalesce(sa.func.sum(contents.c.bytes), 0)).where(
         ~sa.exists().where(a.sha256 == contents.c.sha256))).scalar_one()  # within ORPHAN_GRACE: being written
     report.staying_bytes = int(staying) + int(writing)
+    # Least recently used first, a content at a time, by the latest use of any artifact pointing at it:
+    # the artifacts sharing a content go together, since none frees a byte while another points at it.
+    # One at a time, the oldest of them was evicted for nothing, and a content read through one
+    # artifact a moment ago went before an older one's.
     candidates = [] if room and int(staying) > quota else conn.execute(
-        sa.select(a.id, a.sha256).where(a.status == ACTIVE, a.pinned == sa.false(), a.id.not_in(protect),
-                                        a.sha256.not_in(held))
-        .order_by(a.accessed_at, a.created_at)).all()
-    for cand in candidates:
+        sa.select(a.sha256).where(a.status == ACTIVE, a.pinned == sa.false(), a.id.not_in(protect),
+                                  a.sha256.not_in(held))
+        .group_by(a.sha256).order_by(sa.func.max(a.accessed_at), sa.func.max(a.created_at), a.sha256)).scalars().all()
+    for sha in candidates:
         if total <= quota:
             break
-        if not end_artifacts(conn, [cand.id], "evicted"):
+        sharing = conn.execute(sa.select(a.id, a.pinned).where(a.sha256 == sha, a.status == ACTIVE)).all()
+        if any(row.pinned or row.id in protect for row in sharing):
+            continue  # pinned since the candidates were read: it stays, and so does its content
+        ended = end_artifacts(conn, [row.id for row in sharing], "evicted") if sharing else 0
+        if not ended:
             continue  # deleted meanwhile
-        report.evicted += 1
-        removed, freed = drop_orphans(conn, [cand.sha256])
+        report.evicted += ended
+        removed, freed = drop_orphans(conn, [sha])
         report.contents_removed += removed
         report.bytes_freed += freed
         total -= freed
