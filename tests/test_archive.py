@@ -86,9 +86,34 @@ def test_a_tampered_archive_stores_nothing(tmp_path, sqlite_url):
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
     target = Offloader(f"sqlite:///{tmp_path / 't.db'}")
-    with pytest.raises(InvalidArgument, match=rf"b\.tar is damaged: content/{ref.sha256} no longer matches its sha256"):
+    with pytest.raises(InvalidArgument, match=rf"b\.tar is damaged \(content/{ref.sha256} no longer matches its "
+                                              r"sha256.*\); nothing was imported"):
         target.import_archive(tmp_path / "b.tar")
     assert target.store.total_bytes() == 0
+
+
+def test_a_damaged_content_says_what_was_imported_before_it(tmp_path, sqlite_url):
+    # the error said only that the content did not match, not that the artifacts before it stayed
+    source = Offloader(sqlite_url)
+    first = source.process("bash", "x\n" * 100_000)
+    second = source.process("bash", "y\n" * 100_000)
+    source.fetch_slice(first.artifact_id)
+    source.export_archive(tmp_path / "a.tar")
+    with tarfile.open(tmp_path / "a.tar") as tar:
+        members = {m.name: tar.extractfile(m).read() for m in tar if m.isfile()}
+    order = [name for name in members if name.startswith("content/")]
+    damaged = order[1]
+    members[damaged] = members[damaged][:-1] + b"!"
+    _write_tar(tmp_path / "b.tar", members)
+    target = Offloader(f"sqlite:///{tmp_path / 't.db'}")
+    with pytest.raises(InvalidArgument, match=r"b\.tar is damaged \(content/\w+ no longer matches its sha256, so it "
+                                              r"and its 1 artifact\(s\) were not stored\); 1 artifact and 1 extract "
+                                              r"read before it were imported and stay"):
+        target.import_archive(tmp_path / "b.tar")
+    kept = {first.sha256: first.artifact_id, second.sha256: second.artifact_id}[order[0][len("content/"):]]
+    assert target.get(kept)["bytes"] == 200_000
+    target.import_archive(tmp_path / "a.tar")  # the intact archive completes it
+    assert target.get(first.artifact_id) and target.get(second.artifact_id)
 
 
 def _write_tar(path, members: dict[str, bytes]) -> None:
@@ -189,3 +214,51 @@ def test_an_import_racing_gc_never_stores_a_content_as_nothing(tmp_path, sqlite_
     assert target.verify() == []
     for off in (source, target, collector):
         off.close()
+
+
+def test_an_import_beside_another_of_the_same_archive_skips_what_the_other_stored(tmp_path, sqlite_url,
+                                                                                    monkeypatch):
+    """Two imports of one archive at once: each looks for an id, then inserts it, and the other may have
+    stored it in between (a raw IntegrityError). Here every first look misses, as if the other import had
+    stored the row just after it."""
+    from offload.store import archive
+
+    source = Offloader(sqlite_url)
+    refs = [source.process("bash", f"{i}\n" * 100_000) for i in range(2)]
+    shared = source.process("bash", "0\n" * 100_000)  # a second artifact of a content
+    source.fetch_slice(refs[0].artifact_id)
+    source.delete(refs[1].artifact_id)  # a tombstone
+    source.export_archive(tmp_path / "a.tar")
+    target = Offloader(f"sqlite:///{tmp_path / 't.db'}")
+    first = target.import_archive(tmp_path / "a.tar")["imported"]
+    assert first == {"artifacts": 3, "extracts": 1, "contents": 1, "skipped": 0}
+
+    looked: set = set()
+    real = archive._exists
+
+    def late(store, table, key):
+        if (table.name, key) not in looked:
+            looked.add((table.name, key))
+            return False  # the other import's row is not there yet
+        return real(store, table, key)
+
+    monkeypatch.setattr(archive, "_exists", late)
+    again = target.import_archive(tmp_path / "a.tar")["imported"]
+    assert again["artifacts"] == again["extracts"] == 0 and again["skipped"] == 3, again
+    assert target.get(shared.artifact_id)["bytes"] == 200_000
+    assert len(target.extracts()) == 1 and target.store.total_bytes() == 200_000
+
+
+def test_an_exported_archive_is_readable_by_its_owner_only(tmp_path, sqlite_url):
+    import os
+    import stat
+
+    source = Offloader(sqlite_url)
+    source.process("bash", "secret\n" * 100_000)
+    before = os.umask(0o022)  # the usual: files the umask leaves 0644
+    try:
+        source.export_archive(tmp_path / "a.tar")  # it was 0644: any user could read every result in it
+    finally:
+        os.umask(before)
+    assert stat.S_IMODE((tmp_path / "a.tar").stat().st_mode) == 0o600
+    assert Offloader(f"sqlite:///{tmp_path / 't.db'}").import_archive(tmp_path / "a.tar")["imported"]["artifacts"] == 1

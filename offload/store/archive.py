@@ -8,8 +8,10 @@ packed item index). Import is idempotent: ids already present are skipped, conte
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import io
+import os
 import tarfile
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Iterator
@@ -97,23 +99,34 @@ def export_archive(store: Store, namespace: str, path: Path | BinaryIO, *, progr
         infos = [dict(r) for r in conn.execute(sa.select(contents).where(contents.c.sha256.in_(shas))).mappings()]
     manifest = {"format": FORMAT, "version": VERSION, "namespace": namespace, "artifacts": len(rows),
                 "extracts": len(logged), "contents": len(infos), "bytes": sum(i["bytes"] for i in infos)}
-    opener = tarfile.open(path, "w") if isinstance(path, (str, Path)) else tarfile.open(fileobj=path, mode="w|")
-    with opener as tar:
-        _add_bytes(tar, "manifest.json", orjson.dumps(manifest))
-        _add_bytes(tar, "artifacts.ndjson", _dumps(rows))
-        _add_bytes(tar, "extracts.ndjson", _dumps(logged))
-        _add_bytes(tar, "contents.ndjson", _dumps([{k: i[k] for k in ("sha256", "bytes", "items", "items_path")}
-                                                   for i in infos]))
-        for info in infos:
-            member = tarfile.TarInfo(f"content/{info['sha256']}")
-            member.size = info["bytes"]
-            tar.addfile(member, io.BufferedReader(_ChunkReader(store.iter_bytes(info["sha256"]), progress)))
-            if info["items"] is not None:
-                with store.engine.connect() as conn:
-                    blobs = conn.execute(sa.select(item_blocks.c.data).where(
-                        item_blocks.c.sha256 == info["sha256"]).order_by(item_blocks.c.block)).scalars().all()
-                _add_bytes(tar, f"items/{info['sha256']}", b"".join(bytes(b) for b in blobs))
+    with contextlib.ExitStack() as stack:
+        if isinstance(path, (str, Path)):
+            # it holds every result the store does: readable by its owner only, as the store (a new file)
+            file = stack.enter_context(open(path, "wb", opener=lambda name, flags: os.open(name, flags, 0o600)))
+            tar = stack.enter_context(tarfile.open(fileobj=file, mode="w"))
+        else:
+            tar = stack.enter_context(tarfile.open(fileobj=path, mode="w|"))
+        _write_members(store, tar, manifest, rows, logged, infos, progress)
     return manifest
+
+
+def _write_members(store: Store, tar: tarfile.TarFile, manifest: dict, rows: list[dict], logged: list[dict],
+                   infos: list[dict], progress: Progress | None) -> None:
+    """The members in the order import reads them: manifest, rows, then each content and its item index."""
+    _add_bytes(tar, "manifest.json", orjson.dumps(manifest))
+    _add_bytes(tar, "artifacts.ndjson", _dumps(rows))
+    _add_bytes(tar, "extracts.ndjson", _dumps(logged))
+    _add_bytes(tar, "contents.ndjson", _dumps([{k: i[k] for k in ("sha256", "bytes", "items", "items_path")}
+                                               for i in infos]))
+    for info in infos:
+        member = tarfile.TarInfo(f"content/{info['sha256']}")
+        member.size = info["bytes"]
+        tar.addfile(member, io.BufferedReader(_ChunkReader(store.iter_bytes(info["sha256"]), progress)))
+        if info["items"] is not None:
+            with store.engine.connect() as conn:
+                blobs = conn.execute(sa.select(item_blocks.c.data).where(
+                    item_blocks.c.sha256 == info["sha256"]).order_by(item_blocks.c.block)).scalars().all()
+            _add_bytes(tar, f"items/{info['sha256']}", b"".join(bytes(b) for b in blobs))
 
 
 def import_archive(store: Store, path: Path | BinaryIO, *, namespace: str | None = None,
@@ -171,17 +184,14 @@ def _import_members(store: Store, tar: tarfile.TarFile, namespace: str | None, p
                 if _exists(store, artifacts, row["id"]):
                     imported["skipped"] += 1
                 elif row["sha256"] is None:  # a tombstone: keep saying "expired"
-                    with store._write() as conn:
-                        conn.execute(artifacts.insert().values(**{**row, "args_text": args_text(row.get("args"))}))
-                    imported["artifacts"] += 1
+                    imported["artifacts" if _insert_new(store, artifacts, {
+                        **row, "args_text": args_text(row.get("args"))}) else "skipped"] += 1
                 else:
                     rows_by_sha.setdefault(row["sha256"], []).append(row)
         elif name == "extracts.ndjson":
             for row in _loads(data.read()):
                 row["namespace"] = target
-                if not _exists(store, extracts, row["id"]):
-                    with store._write() as conn:
-                        conn.execute(extracts.insert().values(**row))
+                if not _exists(store, extracts, row["id"]) and _insert_new(store, extracts, row):
                     imported["extracts"] += 1
         elif name == "contents.ndjson":
             infos = {i["sha256"]: i for i in _loads(data.read())}
@@ -191,19 +201,18 @@ def _import_members(store: Store, tar: tarfile.TarFile, namespace: str | None, p
             sha = name[8:]
             rows = rows_by_sha.pop(sha, [])
             if rows:
-                _import_content(store, sha, data, rows, progress, label)
+                stored = _import_content(store, sha, data, rows, progress)
                 imported["contents"] += 1
-                imported["artifacts"] += len(rows)
+                imported["artifacts"] += stored
+                imported["skipped"] += len(rows) - stored
     # item indexes follow their content in the archive: attach them now
     for sha, blob in pending_items.items():
         _attach_items(store, sha, blob, (infos.get(sha) or {}).get("items_path") or "")
     for rows in rows_by_sha.values():  # rows whose content the archive lacks: keep them as tombstones
         for row in rows:
-            with store._write() as conn:
-                conn.execute(artifacts.insert().values(**{**row, "sha256": None, "status": "deleted",
-                                                          "ended_at": row.get("ended_at") or row["created_at"],
-                                                          "args_text": args_text(row.get("args"))}))
-            imported["artifacts"] += 1
+            imported["artifacts" if _insert_new(store, artifacts, {
+                **row, "sha256": None, "status": "deleted", "ended_at": row.get("ended_at") or row["created_at"],
+                "args_text": args_text(row.get("args"))}) else "skipped"] += 1
     return {**meta, "imported": imported}
 
 
@@ -221,8 +230,22 @@ def _exists(store: Store, table, key: str) -> bool:
         return conn.execute(sa.select(table.c.id).where(table.c.id == key)).first() is not None
 
 
-def _import_content(store: Store, sha: str, stream: BinaryIO, rows: list[dict], progress: Progress | None,
-                    label: str) -> None:
+def _insert_new(store: Store, table: sa.Table, row: dict[str, Any]) -> bool:
+    """Insert `row` unless its id is there: False when another import of the same archive stored it
+    after this one looked (`_exists`)."""
+    try:
+        with store._write() as conn:
+            conn.execute(table.insert().values(**row))
+        return True
+    except sa.exc.IntegrityError:
+        if _exists(store, table, row["id"]):
+            return False
+        raise
+
+
+def _import_content(store: Store, sha: str, stream: BinaryIO, rows: list[dict], progress: Progress | None) -> int:
+    """Store a content and its artifacts; how many of them were new (another import running beside this
+    one may have stored some since they were looked for)."""
     def blocks() -> Iterator[bytes]:
         while block := stream.read(1 << 20):
             if progress:
@@ -233,10 +256,20 @@ def _import_content(store: Store, sha: str, stream: BinaryIO, rows: list[dict], 
     # between could take the content (when the first was past its TTL) before the next pointed at it.
     # put re-hashes what it stores: a corrupt archive stores nothing.
     try:
-        store.put(rows[0], blocks(), sha, more_rows=rows[1:])
+        try:
+            store.put(rows[0], blocks(), sha, more_rows=rows[1:])
+            return len(rows)
+        except sa.exc.IntegrityError:
+            new = [row for row in rows if not _exists(store, artifacts, row["id"])]
+            if len(new) == len(rows):
+                raise
+            if new:  # the other import stored the content with the rest: it is there to point at
+                store.put(new[0], blocks(), sha, more_rows=new[1:])
+            return len(new)
     except ContentMismatch as exc:
-        raise InvalidArgument(f"{label} is damaged: content/{sha} no longer matches its sha256, so it and its "
-                              f"{len(rows)} artifact(s) were not stored; export the store again") from exc
+        # a ValueError: `import_archive` says it is damaged, and what was imported before
+        raise ValueError(f"content/{sha} no longer matches its sha256, so it and its {len(rows)} artifact(s) "
+                         "were not stored") from exc
 
 
 def _attach_items(store: Store, sha: str, blob: bytes, path: str) -> None:
