@@ -173,3 +173,35 @@ def test_sql_on_a_json_object_advises_a_call_query_artifact_takes(off):
     assert set(re.findall(r"(\w+)=", out.text)) <= set(QUERY_ARTIFACT_SCHEMA["properties"]), out.text
     assert arguments["artifact_id"] == aid
     assert not dispatch(off, "query_artifact", arguments).is_error
+
+
+# each column's values, and the type SQL reads them as (DuckDB's sniffer over every row)
+_TYPED_COLUMNS = {
+    "codes": (["007", "5", "123"], "VARCHAR"), "signed": (["+5", "6"], "VARCHAR"), "negative_zeros": (["-007", "-5"], "BIGINT"),
+    "blanks": ([" 5", "6 ", "\t7"], "BIGINT"), "ints": (["0", "10", "-3"], "BIGINT"), "hex": (["0x1F", "2"], "BIGINT"),
+    "huge": (["99999999999999999999", "1"], "DOUBLE"), "floats": (["1.5", "-00.5", ".5", "5.", "1e5", "-1E5"], "DOUBLE"),
+    "float_codes": (["05.5", "1.5"], "VARCHAR"), "float_blank": (["1.5 ", "2.5"], "VARCHAR"),
+    "signed_float": (["+1.5", "2.5"], "VARCHAR"), "mixed_numbers": (["1", "1.5"], "DOUBLE"), "nan": (["NaN", "1.5"], "DOUBLE"),
+    "inf": (["inf", "1.5"], "VARCHAR"), "bools": (["true", "False", "t", "F", "yes", "NO"], "BOOLEAN"),
+    "not_bools": (["y", "n"], "VARCHAR"), "dates": (["2024-01-02", "2024-1-3"], "DATE"), "slashed": (["2024/01/02"], "DATE"),
+    "date_and_time": (["2024-01-02", "2024-01-02 03:04"], "VARCHAR"),
+    "datetimes": (["2024-01-02T03:04", "2024-01-02 03:04:05.123"], "TIMESTAMP"),
+    "zoned": (["2024-01-02T03:04:05Z", "2024-01-02 03:04:05+02:00"], "TIMESTAMP WITH TIME ZONE"),
+    "times": (["03:04:05", "23:59:59"], "TIME"), "digits_elsewhere": (["٣", "1"], "VARCHAR"),
+}
+_SHAPE_TYPES = {"VARCHAR": "string", "BIGINT": "integer", "DOUBLE": "float", "BOOLEAN": "bool", "DATE": "date",
+                "TIMESTAMP": "datetime", "TIMESTAMP WITH TIME ZONE": "datetime", "TIME": "time"}
+
+
+def test_a_csv_shape_names_the_type_sql_reads_each_column_as(off):
+    # `007` was shown as an integer (SQL reads VARCHAR: sum() fails), dates beside datetimes as
+    # datetimes (VARCHAR), yes/no as text (BOOLEAN)
+    names = list(_TYPED_COLUMNS)
+    rows = [",".join(values[i % len(values)] for values, _ in _TYPED_COLUMNS.values()) for i in range(3000)]
+    ref = off.put(",".join(names) + "\n" + "\n".join(rows) + "\n", tool="export")
+    assert ref.kind == "csv"
+    read = off.query_artifact(ref.artifact_id, sql="SELECT " + ", ".join(f'typeof("{n}") AS "{n}"' for n in names)
+                              + " FROM artifact LIMIT 1")["result"][0]
+    assert read == {name: sql_type for name, (_, sql_type) in _TYPED_COLUMNS.items()}  # the table as built here
+    shown = {name: column["type"] for name, column in ref.shape["columns"].items()}
+    assert shown == {name: _SHAPE_TYPES[sql_type] for name, (_, sql_type) in _TYPED_COLUMNS.items()}

@@ -29,17 +29,27 @@ QUOTE = '"'
 # Text that often stands for a missing value. SQL reads it as text (only an empty field is NULL), so the
 # shape counts it apart from the nulls, by its exact spelling.
 _NULL_LIKE = frozenset({"null", "NULL", "Null", "None", "NA", "N/A", "n/a"})
+# The types SQL reads (DuckDB's sniffer, over every row, with the options `tools.sql_load` gives it), as
+# measured with duckdb 1.5: an integer may stand between blanks, but an unsigned one never starts with a
+# 0 before another digit (`007`, a code, stays text; `-007` is a number) nor with `+`; so for floats,
+# which take no blank after them; `inf` is text (a date, alone); t/f and yes/no are booleans; dates take
+# one-digit months and days, and `/`. A column of integers and floats is a float column (the only
+# widening: dates beside datetimes are text).
+_UNSIGNED = r"(?:0|[1-9]\d*)"
 _PATTERNS = (
-    ("integer", re.compile(r"[+-]?\d+")),
-    ("float", re.compile(r"[+-]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][+-]?\d+)?|[+-]?(?:inf|Infinity)|NaN|nan")),
-    ("bool", re.compile(r"(?i:true|false)")),
-    ("date", re.compile(r"\d{4}-\d{2}-\d{2}")),
-    ("datetime", re.compile(r"\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?")),
+    ("integer", re.compile(rf"[ \t]*(?:{_UNSIGNED}|-\d+|0[xX][0-9a-fA-F]+)[ \t]*", re.ASCII)),
+    ("float", re.compile(rf"(?:{_UNSIGNED}(?:\.\d*)?|\.\d+|-(?:\d+(?:\.\d*)?|\.\d+))(?:[eE][+-]?\d+)?|NaN|nan",
+                         re.ASCII)),
+    ("bool", re.compile(r"(?i:true|false|t|f|yes|no)")),
+    ("date", re.compile(r"\d{4}-\d{1,2}-\d{1,2}|\d{4}/\d{1,2}/\d{1,2}", re.ASCII)),
+    ("datetime", re.compile(r"\d{4}-\d{1,2}-\d{1,2}[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?",
+                            re.ASCII)),
+    ("time", re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d+)?", re.ASCII)),
 )
+_INT64 = 1 << 63  # an integer beyond 64 bits is read as a float (DOUBLE)
 # What csv.reader(strict=True) says of a quote that does not quote: text after a closing one, or none.
 _QUOTING_ERROR = re.compile(r"expected after '\"'|unexpected end of data")
-# A column of integers and floats is a float column; of dates and datetimes, a datetime column.
-_WIDER = {frozenset({"integer", "float"}): "float", frozenset({"date", "datetime"}): "datetime"}
+_WIDER = {frozenset({"integer", "float"}): "float"}
 
 
 @dataclass(frozen=True)
@@ -181,7 +191,7 @@ def _line_rows(data: bytes) -> int:
 
 def _column(values: list[str]) -> dict:
     """A column's type and null counts from its values. The type leaves out nulls and null-like text;
-    a value is read as SQL reads it, spaces included (" 2" is text)."""
+    a value is read as SQL reads it (`_PATTERNS`)."""
     nulls = values.count("")
     null_like = Counter(filter(_NULL_LIKE.__contains__, values))
     kinds = set()
@@ -189,6 +199,8 @@ def _column(values: list[str]) -> dict:
         if value == "" or value in _NULL_LIKE:
             continue
         kind = next((name for name, pattern in _PATTERNS if pattern.fullmatch(value)), "string")
+        if kind == "integer" and len(value) > 18 and not -_INT64 <= int(value, 16 if "x" in value.lower() else 10) < _INT64:
+            kind = "float"
         kinds.add(kind)
         if kind == "string":
             break
