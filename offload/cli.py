@@ -167,6 +167,11 @@ def _read_with_progress(path: Path) -> bytes:
     return b"".join(parts)
 
 
+def _options(**values: Any) -> str:
+    """` --name value` for each option given, quoted for a shell: a printed command that continues a listing."""
+    return "".join(f" --{name} {shlex.quote(str(value))}" for name, value in values.items() if value is not None)
+
+
 @app.command()
 def cat(artifact_id: str) -> None:
     """Write an artifact's exact stored bytes to standard output. Example: offload cat art_… > out.txt"""
@@ -207,16 +212,18 @@ def ls(limit: int = typer.Option(50, help="Rows per page."),
     rows, next_cursor = state.off.list(limit=limit, cursor=cursor, tool=tool, session=session, kind=kind, text=text)
     if as_json:
         return _print_json({"items": rows, "next_cursor": next_cursor})
+    filters = {"tool": tool, "session": session, "kind": kind, "text": text}
     if not rows:
-        typer.echo("No artifacts stored.")
+        typer.echo("No artifacts match." if cursor or any(v is not None for v in filters.values())
+                   else "No artifacts stored.")
         return
     typer.echo(f"{'ID':<22} {'CREATED':<20} {'TOOL':<16} {'KIND':<7} {'BYTES':>13} {'~TOKENS':>11}")
     for r in rows:
         pin = " pinned" if r["pinned"] else ""
         typer.echo(f"{r['id']:<22} {r['created_at'][:19]:<20} {r['tool'][:16]:<16} {r['kind']:<7} "
                    f"{r['bytes']:>13,} {r['tokens']:>11,}{pin}")
-    if next_cursor:
-        typer.echo(f"more: offload ls --cursor {next_cursor}")
+    if next_cursor:  # the same listing's next page: the cursor holds where, not what
+        typer.echo(f"more: offload ls{_options(limit=limit, **filters)} --cursor {next_cursor}")
 
 
 @app.command()
@@ -395,7 +402,7 @@ def extracts(artifact: Optional[str] = typer.Option(None, "--artifact", help="On
         typer.echo(f"{r['id']}  {r['created_at'][:19]}  {r['artifact_id']}  {r['op']:<8} "
                    f"{(r['expression'] or '')[:60]!s:<60}  {r['result_bytes']:>10,} B  {r['duration_ms']:.1f} ms")
     if next_cursor:
-        typer.echo(f"more: offload extracts --limit {limit} --cursor {next_cursor}")
+        typer.echo(f"more: offload extracts{_options(artifact=artifact, since=since, limit=limit)} --cursor {next_cursor}")
 
 
 @app.command()

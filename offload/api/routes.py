@@ -8,7 +8,7 @@ from typing import Annotated, Any, Literal, Optional
 
 from fastapi import APIRouter, Depends, Query, Request, Response
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
 from ..errors import ExtractNotFound, InvalidArgument, TooLarge
 from .app import error_response, offloader_for
@@ -35,7 +35,10 @@ JSON_BODY_ERRORS = {**ERRORS, 400: {"model": ErrorBody, "description": "The JSON
 
 
 class QueryBody(BaseModel):
-    """Exactly one of jmespath, grep or sql."""
+    """Exactly one of jmespath, grep or sql. A field of another name is refused: a misspelt `offest`
+    ignored would answer another query than the one meant."""
+
+    model_config = ConfigDict(extra="forbid")
 
     jmespath: Optional[str] = None
     grep: Optional[str] = None
@@ -199,8 +202,11 @@ def unpin(request: Request, artifact_id: str):
 def list_extracts(request: Request, artifact_id: Optional[str] = None, since: Optional[str] = None,
                   until: Optional[str] = None, limit: Annotated[int, Query(ge=1, le=5000), PLAIN_DIGITS] = 200,
                   cursor: Optional[str] = None):
-    rows, next_cursor = offloader_for(request).extracts_page(
+    off = offloader_for(request)
+    rows, next_cursor = off.extracts_page(
         limit=limit, cursor=cursor, artifact_id=artifact_id, since=_when(since, "since"), until=_when(until, "until"))
+    if artifact_id is not None and not rows:
+        off.get(artifact_id)  # an id no artifact has: 404, as the CLI's exit 1, not an empty log
     return {"items": rows, "next_cursor": next_cursor}
 
 

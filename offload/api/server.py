@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+from ..adapters.mcp_server import MIN_TOKEN_CHARS
 from ..errors import InvalidArgument
 from ..offloader import Offloader
 from .app import ApiConfig, create_app, is_loopback
 
 
 def build_config(host: str, tokens: dict[str, str | None] | None) -> ApiConfig:
-    """The guard for this bind address: off loopback a token is mandatory."""
+    """The guard for this bind address: off loopback a token is mandatory, and any token is one (an unset
+    variable in `--token "$TOKEN"` gave a public server nobody could use)."""
+    short = [token for token in tokens or {} if len(token) < MIN_TOKEN_CHARS]
+    if short:
+        raise InvalidArgument(
+            f"a token must be at least {MIN_TOKEN_CHARS} characters (got {len(short[0])}: an unset variable?); "
+            "make one with python -c 'import secrets; print(secrets.token_urlsafe(32))'")
     loopback = is_loopback(host)
     if not loopback and not tokens:
         raise InvalidArgument(

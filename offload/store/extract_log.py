@@ -12,9 +12,9 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from ..errors import InvalidArgument, StoreError, StoreReadOnly
+from ..errors import StoreError, StoreReadOnly
 from .models import extracts
-from .records import decode_cursor, encode_cursor, new_id, unbindable_id, utcnow
+from .records import decode_cursor, encode_cursor, new_id, page_limit, unbindable_id, utcnow
 
 __all__ = ["ExtractLog"]
 
@@ -102,8 +102,7 @@ class ExtractLog:
     def page_extracts(self, namespace: str, *, limit: int, cursor: str | None = None,
                       **filters: Any) -> tuple[list[dict[str, Any]], str | None]:
         """`limit` extracts, oldest first, and the cursor of the next page (None after the last)."""
-        if limit < 1:
-            raise InvalidArgument("limit must be at least 1")
+        page_limit(limit)
         rows = self.list_extracts(namespace, limit=limit + 1, cursor=cursor, **filters)
         more = len(rows) > limit
         rows = rows[:limit]

@@ -31,6 +31,8 @@ class ContentReading:
         with self._read() as conn:
             seq = conn.execute(sa.select(sa.func.max(chunks.c.seq)).where(
                 chunks.c.sha256 == sha256, column <= position)).scalar_one()
+        if seq is None and self.content(sha256).bytes:  # the first chunk starts at 0: it is gone
+            raise _cut_short(sha256, "its first chunk is missing")
         return int(seq or 0)
 
     def chunk_meta(self, sha256: str, first: int, last: int) -> list[dict[str, int]]:
@@ -53,6 +55,11 @@ class ContentReading:
             if row is None:
                 if last_seq is not None:
                     raise _cut_short(sha256, f"chunk {seq:,} of {first_seq:,}-{last_seq:,} is missing")
+                with self._read() as conn:  # read to the end: is this the end? (None: deleted meanwhile)
+                    count = conn.execute(sa.select(contents.c.chunk_count).where(
+                        contents.c.sha256 == sha256)).scalar()
+                if count is not None and seq < count:
+                    raise _cut_short(sha256, f"chunk {seq:,} of its {count:,} is missing")
                 return
             meta = {k: row[k] for k in ("seq", "byte_start", "char_start", "line_start")}
             if not isinstance(row["data"], (bytes, bytearray, memoryview)):  # a blob rewritten as text
@@ -70,10 +77,16 @@ class ContentReading:
             return
         first = self.chunk_at(sha256, "bytes", start)
         last = self.chunk_at(sha256, "bytes", end - 1)
+        reached = None  # where the chunks read so far end: each must start there, and the last reach `end`
         for meta, data in self.iter_chunks(sha256, first, last):
+            if reached is not None and meta["byte_start"] != reached:
+                break
             lo = max(start - meta["byte_start"], 0)
             hi = min(end - meta["byte_start"], len(data))
+            reached = meta["byte_start"] + len(data)
             yield data[lo:hi]
+        if reached is None or reached < end:  # a chunk past the last one found is gone
+            raise _cut_short(sha256, f"bytes {start:,}–{end - 1:,} are not all there")
 
     def iter_bytes(self, sha256: str) -> Iterator[bytes]:
         """The content's bytes, a chunk at a time, every one of them: a content deleted while it is read,

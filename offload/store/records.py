@@ -62,6 +62,18 @@ def column_text(value: str | None) -> str | None:
     return carriable(str(value)).replace("\x00", "\\x00")
 
 
+MAX_PAGE = 100_000  # rows a listing returns at most at once (a page, not the whole store in memory)
+
+
+def page_limit(limit: int) -> int:
+    """`limit` as a listing takes it, else InvalidArgument: a bound the drivers can bind (a 64-bit
+    integer and beyond was a traceback: OverflowError on SQLite, "bigint out of range" on PostgreSQL)."""
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_PAGE:
+        raise InvalidArgument(f"limit must be an integer from 1 to {MAX_PAGE:,} (got {limit!r}); "
+                              "follow next_cursor for more")
+    return limit
+
+
 def encode_cursor(created: dt.datetime, artifact_id: str) -> str:
     """A page's continuation, as listings hand it out: where the last row was, in creation order."""
     raw = orjson.dumps([created.isoformat(), artifact_id])

@@ -20,13 +20,15 @@ from sqlalchemy.engine import Connection, Engine
 
 from ..errors import (ArtifactExpired, ArtifactNotFound, ContentMismatch, InvalidArgument, StoreError,
                       StoreReadOnly)
+from ..tokens import KINDS
 from .chunking import CHUNK_SIZE, Chunk, ItemIndex, chunk_stream, count_lines
 from .engines import read_only_file
 from .models import artifacts, chunks, contents, extracts, item_blocks
 from .reading import ContentReading
 from .extract_log import ExtractLog
 from .quota import QuotaCheck
-from .records import ContentInfo, GcReport, column_text, decode_cursor, encode_cursor, unbindable_id, utcnow
+from .records import (ContentInfo, GcReport, column_text, decode_cursor, encode_cursor, page_limit, unbindable_id,
+                      utcnow)
 from .retention import ACTIVE, Touches, collect, drop_orphans, end_artifacts, not_beside_gc, total_bytes
 from .search import args_text, text_filter
 from .wal import wal_checkpointer
@@ -357,8 +359,9 @@ class Store(ContentReading, ExtractLog, QuotaCheck):
              until: dt.datetime | None = None, text: str | None = None,
              include_ended: bool = False) -> tuple[list[dict[str, Any]], str | None]:
         """Newest first, `limit` at a time; the cursor continues after the last row returned."""
-        if limit < 1:
-            raise InvalidArgument("limit must be at least 1")
+        page_limit(limit)
+        if kind is not None and kind not in KINDS:
+            raise InvalidArgument(f"kind must be one of {', '.join(KINDS)} (got {kind!r})")
         a = artifacts.c
         query = sa.select(artifacts).where(a.namespace == namespace)
         if not include_ended:  # past its TTL is ended too, gc or not: `get` answers "expired" for it
