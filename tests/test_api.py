@@ -171,13 +171,19 @@ def test_errors_have_one_shape_and_the_right_status(server):
         (client.get("/api/stats", headers={"host": "[::1"}), 400, "bad_request"),
         (client.get("/api/stats", headers={"origin": "http://[::1"}), 403, "forbidden"),
         (client.get("/api/stats", headers={"origin": "http://[x]"}), 403, "forbidden"),
+        # found by a second black-box review: a misspelt field ignored, an unknown id's empty log, any kind
+        (client.post(f"/api/artifacts/{aid}/query", json={"jmespath": "[*].a", "offest": 5}), 422,
+         "invalid_argument"),
+        (client.get("/api/extracts", params={"artifact_id": "art_nope00000000"}), 404, "not_found"),
+        (client.get("/api/artifacts", params={"kind": "nonsense"}), 422, "invalid_argument"),
         (client.request("TRACE", "/api/stats"), 405, "method_not_allowed"),
     ]
     for response, status, code in cases:
         body = response.json()
         assert (response.status_code, body["error"], body["status"]) == (status, code, status), body
         assert body["message"]
-    assert "Unknown token \ud800" in cases[-6][0].json()["message"]  # quoted exactly (a JSON escape)
+    assert "Unknown token \ud800" in cases[-9][0].json()["message"]  # quoted exactly (a JSON escape)
+    assert "offest" in cases[-4][0].json()["message"]
     assert cases[-1][0].headers["allow"] == "GET"  # RFC 9110: a 405 names the methods there are
     # a limit below 1 is told what it must be, once: not ">= 0", then "at least 1" for 0
     for limit, says in ((-1, "must not be negative"), (0, "at least 1")):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+import shlex
 import sqlite3
 import stat
 import subprocess
@@ -191,6 +192,72 @@ def test_ls_lists_newest_first_with_a_cursor(url):
     assert offload_json("--url", url, "ls", "--tool", "nope") == {"items": [], "next_cursor": None}
     table = offload("--url", url, "ls").stdout
     assert all(artifact_id in table for artifact_id in ids)
+
+
+def test_the_printed_next_page_command_lists_the_same_listing(url):
+    """`more: offload ls --cursor …` dropped the filters and limit: followed, it listed every tool's
+    artifacts; `extracts --artifact` lost its artifact the same way."""
+    ids = {tool: [] for tool in ("a", "b")}
+    for n in range(3):
+        for tool in ids:
+            ids[tool].append(offload_json("--url", url, "put", "-", "--tool", tool, input=f"{tool}{n}\n" * 9000)
+                             ["artifact_id"])
+            time.sleep(0.01)
+    seen, args = [], ["ls", "--tool", "a", "--limit", "1"]
+    while True:
+        out = offload("--url", url, *args).stdout
+        seen += re.findall(r"^(art_\w+)", out, re.M)
+        more = re.search(r"^more: offload (.*)$", out, re.M)
+        if more is None:
+            break
+        args = shlex.split(more.group(1))
+    assert seen == ids["a"][::-1]
+    for artifact_id in ids["a"] + ids["b"]:
+        offload("--url", url, "slice", artifact_id, "--limit", "1")
+    seen, args = [], ["extracts", "--artifact", ids["b"][1], "--limit", "1"]
+    offload("--url", url, "slice", ids["b"][1], "--offset", "5", "--limit", "1")
+    while True:
+        out = offload("--url", url, *args).stdout
+        seen += re.findall(r"^ext_\w+\s+\S+\s+(art_\w+)", out, re.M)
+        more = re.search(r"^more: offload (.*)$", out, re.M)
+        if more is None:
+            break
+        args = shlex.split(more.group(1))
+    assert seen == [ids["b"][1]] * 2
+
+
+@pytest.mark.parametrize("args, says", [
+    (["ls", "--limit", "9223372036854775807"], "limit must be an integer from 1 to 100,000"),
+    (["ls", "--limit", "0"], "limit must be an integer from 1 to 100,000"),
+    (["extracts", "--limit", "999999999999999999999"], "limit must be an integer from 1 to 100,000"),
+    (["ls", "--kind", "nonsense"], "kind must be one of json, ndjson, csv, grep, shell, text, binary"),
+])
+def test_a_listing_refuses_a_limit_or_kind_it_cannot_take_in_one_line(url, args, says):
+    # a 64-bit limit was an OverflowError traceback on SQLite; an unknown kind listed nothing
+    offload("--url", url, "put", "-", "--tool", "t", input="x\n" * 9000)
+    result = offload("--url", url, *args, ok=False)
+    assert result.exit_code == 2 and says in result.output and "Traceback" not in result.output
+
+
+def test_an_empty_filtered_listing_says_nothing_matches(url):
+    offload("--url", url, "put", "-", "--tool", "t", input="x\n" * 9000)
+    assert offload("--url", url, "ls", "--tool", "zzz").stdout.strip() == "No artifacts match."
+    assert offload("--url", f"sqlite:///{Path(url[10:]).parent / 'empty.db'}", "ls").stdout.strip() == \
+        "No artifacts stored."
+
+
+@pytest.mark.parametrize("token", ["", "short", "=team-a"])
+def test_serve_refuses_a_token_too_short_to_be_one(url, token):
+    # `--token "$TOKEN"` with TOKEN unset served 0.0.0.0 with a token no request could present
+    from offload.api.server import build_config
+    from offload.errors import InvalidArgument
+
+    with pytest.raises(InvalidArgument, match="a token must be at least 16 characters"):
+        build_config("127.0.0.1", {token.split("=")[0]: None})
+    if token == "":  # the command itself, in a process of its own (a server that starts would not end)
+        result = subprocess.run([*CLI, "--url", url, "serve", "--host", "0.0.0.0", "--port", "8", "--token", token],
+                                capture_output=True, text=True, timeout=60)
+        assert result.returncode == 2 and "a token must be at least 16 characters" in result.stderr
 
 
 # -- rm / gc / verify / db upgrade ---------------------------------------------------------------------
