@@ -566,6 +566,24 @@ def test_langchain_tool_messages_carry_text_and_the_structured_result(pack):
     assert failed.status == "error" and failed.content.startswith("Error:")
 
 
+def test_langchain_passes_arguments_named_as_its_own_parameters(off):
+    # StructuredTool's `_run` takes config and run_manager: LangChain wrote its own values over a model's
+    # arguments of those names (or "Field required" when required), and `self` raised out of invoke
+    from offload.adapters.langchain import tools
+
+    def echo(config: str, run_manager: str = "-", self: str = "-", callbacks: str = "-") -> str:
+        """Say what came."""
+        return f"{config} {run_manager} {self} {callbacks}"
+
+    tool = {t.name: t for t in tools(ToolPack(off, [echo]))}["echo"]
+    call = {"name": "echo", "id": "c1", "type": "tool_call",
+            "args": {"config": "C", "run_manager": "R", "self": "S", "callbacks": "K"}}
+    assert tool.invoke(call).content == "C R S K"
+    assert asyncio.run(tool.ainvoke({**call, "args": {"config": "C", "self": "S"}})).content == "C - S -"
+    missing = tool.invoke({**call, "args": {"self": "S"}})
+    assert missing.status == "error" and "config" in missing.content
+
+
 # -- packaging --------------------------------------------------------------------------------------
 
 

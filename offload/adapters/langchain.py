@@ -31,8 +31,22 @@ def structured_tool(pack: ToolPack, tool: PackTool, *, session: str | None = Non
     async def arun(**arguments: Any) -> tuple[str, dict[str, Any]]:
         return _content_and_artifact(await pack.acall(name, arguments, session=session))
 
-    return StructuredTool(name=name, description=tool.description, args_schema=tool.parameters, func=run,
-                          coroutine=arun, response_format="content_and_artifact", handle_tool_error=True)
+    return _PackTool(name=name, description=tool.description, args_schema=tool.parameters, func=run,
+                     coroutine=arun, response_format="content_and_artifact", handle_tool_error=True)
+
+
+class _PackTool(StructuredTool):
+    """A StructuredTool whose arguments reach the pack whatever their names. StructuredTool's own `_run`
+    takes `config` and `run_manager` for itself, and LangChain writes its values over a model's argument
+    of either name (a tool's `config` came as LangChain's RunnableConfig, or "Field required"), and an
+    argument named `self` was a TypeError out of `invoke`. These declare neither, so LangChain injects
+    nothing, and take the tool as their first positional argument."""
+
+    def _run(*args: Any, **arguments: Any) -> Any:  # noqa: N805 - no `self`: an argument may be named so
+        return args[0].func(**arguments)
+
+    async def _arun(*args: Any, **arguments: Any) -> Any:  # noqa: N805
+        return await args[0].coroutine(**arguments)
 
 
 def _content_and_artifact(out) -> tuple[str, dict[str, Any]]:
