@@ -4,6 +4,7 @@ Run as `python tests/proxy_upstream.py` (stdio) or `python tests/proxy_upstream.
 return big structured output (with an outputSchema), big embedded resources, several parts, progress,
 log messages and a list-changed notification; one crashes the server, one hangs until cancelled.
 `python tests/proxy_upstream.py --raw-lines` is a server that frames its lines itself (see raw_lines);
+`python tests/proxy_upstream.py --no-tools` one without tools (see no_tools),
 `python tests/proxy_upstream.py --deaf FILE` one that never reads and exits when FILE appears (see deaf).
 """
 
@@ -180,6 +181,24 @@ def raw_lines() -> None:
         send({"jsonrpc": "2.0", "id": request["id"], "result": result})
 
 
+def no_tools() -> None:
+    """A server with prompts only: its handshake names no tools capability, and tools/list is a method
+    it does not have (-32601), as a prompts-only server answers."""
+    for line in sys.stdin.buffer:
+        request = json.loads(line)
+        if "id" not in request:
+            continue
+        if request["method"] == "initialize":
+            answer = {"result": {"protocolVersion": request["params"]["protocolVersion"],
+                                 "capabilities": {"prompts": {}}, "serverInfo": {"name": "no-tools", "version": "1"}}}
+        elif request["method"] == "tools/list":
+            answer = {"error": {"code": -32601, "message": "Method not found: tools/list"}}
+        else:
+            answer = {"result": {}}
+        sys.stdout.buffer.write(json.dumps({"jsonrpc": "2.0", "id": request["id"], **answer}).encode() + b"\n")
+        sys.stdout.buffer.flush()
+
+
 def deaf(trigger: str) -> None:
     """Never read stdin; once the file `trigger` exists, say why on stderr and exit with code 3. The test
     creates it while the proxy is stuck writing a request the full pipe has no room for."""
@@ -192,6 +211,8 @@ def deaf(trigger: str) -> None:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--raw-lines":
         raw_lines()
+    elif len(sys.argv) > 1 and sys.argv[1] == "--no-tools":
+        no_tools()
     elif len(sys.argv) > 2 and sys.argv[1] == "--deaf":
         deaf(sys.argv[2])
     elif len(sys.argv) > 2 and sys.argv[1] == "--http":

@@ -258,14 +258,25 @@ def test_upstream_crash_answers_at_once_and_stored_results_stay_readable(sqlite_
                 await client.call_tool("lines", {"n": 1})
             page = await client.call_tool("fetch_slice", {"artifact_id": artifact_id(stored.content[0].text),
                                                           "offset": -1})
-        return crashed.value, waited, after.value, page
+            listed = await client.list_tools()  # answered by the proxy (a 2026-07-28 listing lacked its fields)
+        return crashed.value, waited, after.value, page, listed
 
-    crashed, waited, after, page = run(scenario)
+    crashed, waited, after, page, listed = run(scenario)
+    assert sorted(tool.name for tool in listed.tools) == ["fetch_slice", "query_artifact"]
     assert crashed.code == -32000 and waited < 5
     assert "exited with code 3" in crashed.message and "fatal: simulated crash" in crashed.message
     assert "tools/call crash" in crashed.message
     assert after.code == -32000 and "tools/call lines" in after.message
     assert page.structured_content["content"] == "0019999 " + "abcdefghij" * (1 + 19999 % 7)
+
+
+def test_an_upstream_without_tools_gets_the_proxys_own_listed(sqlite_url):
+    # the proxy says the server has tools (its own two), yet forwarded tools/list: "Method not found"
+    async def scenario():
+        async with session(proxy_command(sqlite_url, [*SCRIPTED, "--no-tools"])) as client:
+            return await client.list_tools()
+
+    assert sorted(tool.name for tool in run(scenario).tools) == ["fetch_slice", "query_artifact"]
 
 
 @pytest.mark.parametrize("options", [[], ["--limit", "t=200"]], ids=["within-budget", "checked-against-budget"])

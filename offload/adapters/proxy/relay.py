@@ -106,6 +106,7 @@ class Relay:
         self._watchdog: asyncio.Task | None = None
         self._warned_shadow = False
         self.closing = False  # the client has gone: the upstream's end is ours, not news
+        self.upstream_tools = True  # whether its handshake said it has tools (else tools/list is answered here)
 
     async def start(self) -> None:
         await self.upstream.start(self.from_upstream, self.upstream_closed)
@@ -165,6 +166,9 @@ class Relay:
         if self.gone is not None:
             self._answer_without_upstream(request_id, method, params)
             return
+        if method == "tools/list" and not self.upstream_tools:  # it would answer "method not found"
+            self._list_local_tools(request_id, params)
+            return
         pending = Pending(method)
         if method == "tools/call" and isinstance(params, dict):
             pending.tool = str(params.get("name"))
@@ -212,10 +216,18 @@ class Relay:
         if method == "ping":
             self.write(_response(request_id, {}))
         elif method == "tools/list":  # the stored artifacts stay readable
-            self.write(_response(request_id, {"tools": local_tool_definitions()}))
+            self._list_local_tools(request_id, params)
         else:
             what = f"tools/call {params.get('name')}" if method == "tools/call" and isinstance(params, dict) else method
             self.write(_error(request_id, CONNECTION_CLOSED, self._gone_message(what), {"reason": self.gone}))
+
+    def _list_local_tools(self, request_id: Any, params: Any) -> None:
+        """tools/list answered by the proxy alone: its own two tools, with what a 2026-07-28 listing must
+        carry (the SDK's client refused a bare `{"tools": …}`: cacheScope, resultType and ttlMs required)."""
+        result: dict[str, Any] = {"tools": local_tool_definitions()}
+        if _is_modern(params):
+            result.update(ttlMs=0, cacheScope="private", resultType="complete")
+        self.write(_response(request_id, result))
 
     def _gone_message(self, what: str) -> str:
         return (f"offload proxy: {what} cannot be answered: {self.gone}. fetch_slice and query_artifact still "
@@ -278,6 +290,7 @@ class Relay:
         if method == "initialize" and isinstance(result.get("protocolVersion"), str):
             self.upstream.negotiated = result["protocolVersion"]
         capabilities = result.get("capabilities") if isinstance(result.get("capabilities"), dict) else {}
+        self.upstream_tools = isinstance(capabilities.get("tools"), dict)
         patched = {**result, "capabilities": {**capabilities, "tools": capabilities.get("tools") or {}}}
         if self.instructions:
             given = result.get("instructions")
