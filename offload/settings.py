@@ -190,6 +190,17 @@ class Settings(BaseSettings):
         return limits
 
     @model_validator(mode="after")
+    def _aliases_name_budgets(self) -> "Settings":
+        """An alias names a budget key (a default one, or one `limits` sets): one misspelt (`reed`) gave
+        its tools the default budget, silently."""
+        keys = {*DEFAULT_LIMITS, *(key.lower() for key in self.limits)}
+        unknown = [f"{alias}={target}" for alias, target in self.aliases.items() if target.lower() not in keys]
+        if unknown:
+            raise ValueError(f"alias {', '.join(unknown)} names no budget: the keys are {', '.join(sorted(keys))} "
+                             "(or set a limit of that name too)")
+        return self
+
+    @model_validator(mode="after")
     def _window_share_holds_a_reference(self) -> "Settings":
         cap = self.window_cap
         if cap is not None and cap < MIN_LIMIT:

@@ -344,6 +344,9 @@ def test_a_reference_fits_the_smallest_limit_allowed(sqlite_url, real_count, too
     ({}, {"OFFLOAD_TOKENIZER": "gpt2"}, r"'gpt2': .*o200k_base and cl100k_base work offline"),
     ({}, {"OFFLOAD_CONFIG": "/nonexistent/config.toml"}, r"OFFLOAD_CONFIG='/nonexistent/config.toml' is not there"),
     ({}, {"OFFLOAD_CONFIG": "/"}, r"OFFLOAD_CONFIG='/' is a directory"),
+    # an alias to a misspelt budget gave its tools the default one, silently
+    ({"aliases": {"my_cat": "reed"}}, {}, r"alias my_cat=reed names no budget: the keys are default, glob, grep"),
+    ({}, {"OFFLOAD_ALIASES": '{"x": "nokey"}'}, r"alias x=nokey names no budget"),
 ])
 def test_a_setting_that_cannot_work_is_refused_naming_it(tmp_path, monkeypatch, settings, env, says):
     """A limit below what a reference takes was accepted, and every result over it came back as a
