@@ -306,9 +306,9 @@ def slice_(artifact_id: str,
     if as_json:
         return _print_json(page)
     typer.echo(page["content"])
-    end = page["offset"] + page["returned"]
-    typer.echo(f"— {page['unit']} {page['offset']:,}–{max(end - 1, page['offset']):,} of {page['total']:,}"
-               + (f"; {page['cut']}" if page.get("cut") else ""), err=True)
+    span = (f"{page['unit']} {page['offset']:,}–{page['offset'] + page['returned'] - 1:,}" if page["returned"]
+            else f"no {page['unit']} at offset {page['offset']:,}")
+    typer.echo(f"— {span} of {page['total']:,}" + (f"; {page['cut']}" if page.get("cut") else ""), err=True)
     if page.get("note"):
         typer.echo(f"— {page['note']}", err=True)
     if page["next"]:
@@ -339,7 +339,13 @@ def query(artifact_id: Optional[str] = typer.Argument(None, help="Artifact to qu
     """
     kwargs = dict(jmespath=jmespath, grep=grep, sql=sql, offset=offset, limit=limit, context=context)
     if all_:
+        if artifact_id is not None:  # it was ignored: every artifact was queried
+            raise typer.BadParameter(f"give an artifact id ({artifact_id}) or --all, not both")
+        if sum(expression is not None for expression in (jmespath, grep, sql)) != 1:  # once, not per artifact
+            raise typer.BadParameter("give exactly one of --jmespath, --grep or --sql")
         return _query_all(tool, _since(since), kwargs)
+    if tool is not None or since is not None:
+        raise typer.BadParameter("--tool and --since choose the artifacts of --all; with an artifact id, omit them")
     if artifact_id is None:
         raise typer.BadParameter("give an artifact id, or --all")
     result = state.off.query_artifact(artifact_id, **kwargs)
@@ -374,6 +380,8 @@ def _query_all(tool: str | None, since, kwargs: dict) -> None:
                 line = {"artifact_id": row["id"], "tool": row["tool"], "ok": False, "error": exc.model_message()}
             sys.stdout.write(dumps(line).decode() + "\n")
         if cursor is None:
+            if not tried:
+                typer.echo("No artifacts match.", err=True)
             if tried and not answered:  # an expression no artifact takes (a bad regex): not a success
                 typer.echo(f"error: the query failed on all {tried:,} artifacts (see each line's error)", err=True)
                 raise typer.Exit(2)

@@ -297,7 +297,7 @@ class Offloader:
     def _same_result(self, tool: str, args: str | None, session: str | None, sha: str) -> str | None:
         """An earlier stored, unexpired call of `tool` in this session with the same args and result, if
         any: its reference says so, so the model queries that one instead of re-running the tool."""
-        if session is None or args is None:
+        if not session or args is None:
             return None
         try:
             wanted = loads(args)  # `args` as the args column stores them
@@ -316,7 +316,7 @@ class Offloader:
             meta.update(exit_code=payload.exit_code, stderr_bytes=len(payload.stderr or b""),
                         stderr_artifact_id=ref.stderr_artifact_id, stderr=ref.stderr)
         return {
-            "id": ref.artifact_id, "namespace": self.namespace, "session": column_text(session),
+            "id": ref.artifact_id, "namespace": self.namespace, "session": _session_column(session),
             "tool": column_text(tool), "args": args,  # as `args_json` wrote them
             "kind": ref.kind, "content_type": ref.content_type, "tokens": ref.tokens,
             "shown_tokens": self.counter.count(text := ref.render()),
@@ -465,7 +465,7 @@ class Offloader:
             return  # a read-only store is read, not logged to: the answer is what matters
         try:
             self.store.log_extract({
-                "artifact_id": row["id"], "namespace": self.namespace, "session": column_text(session), "op": op,
+                "artifact_id": row["id"], "namespace": self.namespace, "session": _session_column(session), "op": op,
                 "expression": carriable(expression) if expression is not None else None,  # args keep it exactly
                 "args": dumps(args).decode(), "result_sha256": sha,
                 "result_bytes": size, "result_artifact_id": derived_id,
@@ -571,6 +571,11 @@ class Offloader:
 def _text_of(data: bytes, text: str | None) -> str:
     """A result's text as the model reads it: bytes that are not UTF-8 as U+FFFD, as the adapters decode them."""
     return text if text is not None else data.decode("utf-8", errors="replace")
+
+
+def _session_column(session: str | None) -> str | None:
+    """A session as the store keeps it: an empty one is none (it was listed as a second "no session")."""
+    return column_text(session) if session else None
 
 
 def _within_int64(**numbers: Any) -> None:

@@ -260,6 +260,33 @@ def test_serve_refuses_a_token_too_short_to_be_one(url, token):
         assert result.returncode == 2 and "a token must be at least 16 characters" in result.stderr
 
 
+@pytest.mark.parametrize("args, says", [
+    (["ID", "--all", "-g", "1"], "give an artifact id (ID) or --all, not both"),  # the id was ignored
+    (["--all"], "give exactly one of --jmespath, --grep or --sql"),  # said once per artifact, then exit 2
+    (["ID", "--tool", "t", "-g", "1"], "--tool and --since choose the artifacts of --all"),
+])
+def test_query_refuses_an_id_beside_all_and_all_without_one_expression(url, args, says):
+    aid = offload_json("--url", url, "put", "-", "--tool", "t", input="1\n" * 9000)["artifact_id"]
+    result = offload("--url", url, "query", *[aid if arg == "ID" else arg for arg in args], ok=False)
+    assert result.exit_code == 2 and says.replace("ID", aid) in " ".join(result.output.replace("│", "").split())
+
+
+def test_a_slice_past_the_end_says_so_and_claims_no_line(url):
+    aid = offload_json("--url", url, "put", "-", "--tool", "t", input="x\n" * 100_000)["artifact_id"]
+    result = offload("--url", url, "slice", aid, "--offset", "200000")
+    assert "— no lines at offset 200,000 of 100,000" in result.stderr  # it said "lines 200,000–200,000"
+    assert "offset 200,000 is past the end: the artifact has 100,000 lines" in result.stderr
+    assert "— lines 99,999–99,999 of 100,000" in offload("--url", url, "slice", aid, "--offset", "99999").stderr
+
+
+def test_an_empty_session_is_no_session(url):
+    # it was a session of its own, listed by stats as a second "-" beside the artifacts of none
+    offload("--url", url, "put", "-", "--tool", "t", "--session", "", input="x\n" * 9000)
+    offload("--url", url, "put", "-", "--tool", "t", input="y\n" * 9000)
+    sessions = offload_json("--url", url, "stats")["by_session"]
+    assert [(group["name"], group["artifacts"]) for group in sessions] == [(None, 2)]
+
+
 # -- rm / gc / verify / db upgrade ---------------------------------------------------------------------
 
 

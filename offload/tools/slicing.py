@@ -481,9 +481,13 @@ class Slicer:
             if req.path is not None:
                 nxt["path"] = req.path
             nxt = {k: v for k, v in nxt.items() if v is not None}
-        return {"artifact_id": row["id"], "unit": req.unit, "offset": start, "limit": req.limit,
+        resp = {"artifact_id": row["id"], "unit": req.unit, "offset": start, "limit": req.limit,
                 "returned": len(parts), "total": total, "next_offset": next_offset, "next": nxt,
                 "content": content}
+        if start >= total > 0:  # the page is empty because of where it was asked for: say so
+            resp["note"] = (f"offset {start:,} is past the end: the artifact has {total:,} {req.unit}; a negative "
+                            "offset counts from the end (offset=-40: the last 40)")
+        return resp
 
 
 def _base64(data: bytes) -> str:
