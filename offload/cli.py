@@ -530,9 +530,14 @@ def import_(path: Path = typer.Argument(..., help="Archive written by export."),
     with _progress_bar(path.stat().st_size, "importing") as bar:
         result = state.off.import_archive(path, progress=bar.update)
     done = result["imported"]
-    _print_json(result) if as_json else typer.echo(
-        f"imported {done['artifacts']:,} artifacts, {done['contents']:,} contents and {done['extracts']:,} extracts "
-        f"({done['skipped']:,} already present)")
+    if as_json:
+        return _print_json(result)
+    typer.echo(f"imported {done['artifacts']:,} artifacts, {done['contents']:,} contents and {done['extracts']:,} "
+               f"extracts ({done['skipped']:,} already present)")
+    if done["skipped_elsewhere"]:
+        held = ", ".join(f"{count:,} in namespace {name!r}" for name, count in done["skipped_elsewhere"].items())
+        typer.echo(f"note: {held} of this store, not copied: an artifact id is the store's, so an archive moves a "
+                   "namespace to another store, not within one", err=True)
 
 
 @app.command()

@@ -231,7 +231,7 @@ def test_an_import_beside_another_of_the_same_archive_skips_what_the_other_store
     source.export_archive(tmp_path / "a.tar")
     target = Offloader(f"sqlite:///{tmp_path / 't.db'}")
     first = target.import_archive(tmp_path / "a.tar")["imported"]
-    assert first == {"artifacts": 3, "extracts": 1, "contents": 1, "skipped": 0}
+    assert first == {"artifacts": 3, "extracts": 1, "contents": 1, "skipped": 0, "skipped_elsewhere": {}}
 
     looked: set = set()
     real = archive._exists
@@ -262,3 +262,20 @@ def test_an_exported_archive_is_readable_by_its_owner_only(tmp_path, sqlite_url)
         os.umask(before)
     assert stat.S_IMODE((tmp_path / "a.tar").stat().st_mode) == 0o600
     assert Offloader(f"sqlite:///{tmp_path / 't.db'}").import_archive(tmp_path / "a.tar")["imported"]["artifacts"] == 1
+
+
+def test_an_import_into_another_namespace_of_the_same_store_says_what_it_did_not_copy(tmp_path, sqlite_url):
+    # it said "11 already present" of artifacts the target namespace did not have
+    source = Offloader(sqlite_url)
+    ref = source.process("bash", "x\n" * 100_000)
+    source.export_archive(tmp_path / "a.tar")
+    result = source.for_namespace("other").import_archive(tmp_path / "a.tar")["imported"]
+    assert result["artifacts"] == 0 and result["skipped"] == 1 and result["skipped_elsewhere"] == {"": 1}
+    assert source.get(ref.artifact_id)["namespace"] == ""
+    from typer.testing import CliRunner
+
+    from offload.cli import app
+
+    out = CliRunner().invoke(app, ["--url", sqlite_url, "-n", "other", "import", str(tmp_path / "a.tar")])
+    assert out.exit_code == 0 and "1 in namespace '' of this store, not copied" in out.stderr
+

@@ -139,7 +139,8 @@ def import_archive(store: Store, path: Path | BinaryIO, *, namespace: str | None
     the damage was met stay (importing the intact archive again completes it: ids present are skipped).
     """
     label = str(path) if isinstance(path, (str, Path)) else "the archive"
-    imported = {"artifacts": 0, "extracts": 0, "contents": 0, "skipped": 0}
+    # skipped: ids the store holds already; skipped_elsewhere: of those, the ones another namespace holds
+    imported: dict[str, Any] = {"artifacts": 0, "extracts": 0, "contents": 0, "skipped": 0, "skipped_elsewhere": {}}
     try:
         opener = tarfile.open(path, "r") if isinstance(path, (str, Path)) else tarfile.open(fileobj=path, mode="r|")
     except tarfile.ReadError as exc:
@@ -181,8 +182,11 @@ def _import_members(store: Store, tar: tarfile.TarFile, namespace: str | None, p
         if name == "artifacts.ndjson":
             for row in _loads(data.read()):
                 row["namespace"] = target
-                if _exists(store, artifacts, row["id"]):
+                held_by = _namespace_of(store, artifacts, row["id"])
+                if held_by is not None:
                     imported["skipped"] += 1
+                    if held_by != target:  # ids are the store's: another namespace of it holds this one
+                        imported["skipped_elsewhere"][held_by] = imported["skipped_elsewhere"].get(held_by, 0) + 1
                 elif row["sha256"] is None:  # a tombstone: keep saying "expired"
                     imported["artifacts" if _insert_new(store, artifacts, {
                         **row, "args_text": args_text(row.get("args"))}) else "skipped"] += 1
@@ -226,8 +230,13 @@ def _first_line(exc: BaseException) -> str:
 
 
 def _exists(store: Store, table, key: str) -> bool:
+    return _namespace_of(store, table, key) is not None
+
+
+def _namespace_of(store: Store, table, key: str) -> str | None:
+    """The namespace of the row whose id is `key`, None when there is none."""
     with store.engine.connect() as conn:
-        return conn.execute(sa.select(table.c.id).where(table.c.id == key)).first() is not None
+        return conn.execute(sa.select(table.c.namespace).where(table.c.id == key)).scalar()
 
 
 def _insert_new(store: Store, table: sa.Table, row: dict[str, Any]) -> bool:
