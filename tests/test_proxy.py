@@ -15,6 +15,7 @@ import contextlib
 import io
 import json
 import os
+import random
 import shutil
 import socket
 import subprocess
@@ -718,6 +719,26 @@ def test_npm_filesystem_server_structured_text_is_stored_once(git_repo, sqlite_u
     assert page.structured_content["content"].splitlines() == original[77_777:77_779]
     with Offloader(sqlite_url) as off:
         assert len(off.list()[0]) == 1
+
+
+@pytest.mark.skipif(not FS_SERVER, reason="set OFFLOAD_TEST_FS_SERVER to the npm filesystem server's bin "
+                    "(.ci/run installs it)")
+def test_npm_filesystem_server_media_blob_is_stored_once(tmp_path, sqlite_url):
+    """read_media_file sends a file's base64 twice, as an embedded resource and in structuredContent's
+    copy of the content list: it was stored twice, as the bytes and as their base64 JSON, and the text and
+    the structured form named different artifacts."""
+    blob = random.Random(5).randbytes(2_000_000)
+    (tmp_path / "blob.bin").write_bytes(blob)
+
+    async def scenario():
+        async with session(proxy_command(sqlite_url, [FS_SERVER, str(tmp_path)])) as client:
+            return await client.call_tool("read_media_file", {"path": str(tmp_path / "blob.bin")})
+
+    read = run(scenario)
+    assert read.structured_content["artifact_id"] == artifact_id(read.content[0].text)
+    with Offloader(sqlite_url) as off:
+        (only,) = off.list()[0]
+        assert only["kind"] == "binary" and b"".join(off.iter_raw(only["id"])) == blob
 
 
 def test_an_unreachable_http_upstream_is_named_with_its_cause(sqlite_url):

@@ -141,6 +141,7 @@ def patch_tool_listing(result: dict[str, Any], *, first_page: bool) -> tuple[dic
 class _Stored:
     original: bytes  # what was stored (kept only while this result is being rewritten)
     ref: Reference
+    base64: bytes | None = None  # an embedded resource's blob as it came (what was stored is its bytes)
 
 
 _TAKE_OUT = 1 << 20  # characters: a text this long leaves the parsed message while it is stored
@@ -172,6 +173,9 @@ def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, 
             if isinstance(out, Reference) and payload.is_text:
                 value = payload.value
                 stored.append(_Stored(value if isinstance(value, bytes) else _utf8(value), out))
+            elif isinstance(out, Reference):  # a blob, which the structured form may repeat as it came
+                holder, key, _ = _holder(item)
+                stored.append(_Stored(b"", out, base64=_utf8(holder[key])))
             changed = True
 
     # Items that fit one by one but not together: store them as one artifact, joined by blank lines.
@@ -330,8 +334,12 @@ def _shared_reference(structured: Any, stored: list[_Stored]) -> Reference | Non
     filesystem server's {"content": text}). Anything else is stored as its own artifact.
     """
     for entry in stored:
-        if entry.ref.stored and isinstance(structured, dict) and any(
+        if entry.ref.stored and entry.base64 is None and isinstance(structured, dict) and any(
                 _same_text(value, entry.original) for value in structured.values() if isinstance(value, str)):
+            return entry.ref
+    for entry in stored:  # a blob that the structured form holds, with little else (the content items again)
+        if entry.ref.stored and entry.base64 is not None and _holds(structured, entry.base64) and \
+                len(dumps(restore(structured))) <= len(entry.base64) + _AROUND_BLOB:
             return entry.ref
     size = None
     for entry in stored:
@@ -340,6 +348,25 @@ def _shared_reference(structured: Any, stored: list[_Stored]) -> Reference | Non
             if size * 2 >= len(entry.original) and _parses_to(entry.original, structured):
                 return entry.ref
     return None
+
+
+_AROUND_BLOB = 16 << 10  # bytes of JSON a structured form may hold besides a blob it repeats
+
+
+def _holds(value: Any, text: bytes) -> bool:
+    """Whether a string of `value`, at any depth, is `text` (UTF-8)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if len(item) == len(text) or isinstance(item, LentText):
+                if _utf8(item) == text:
+                    return True
+        elif isinstance(item, dict):
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+    return False
 
 
 def _utf8(value: str) -> bytes:
