@@ -30,16 +30,19 @@ class Payload:
 
 def _encode(text: str) -> bytes:
     """UTF-8; lone surrogates U+DC80–U+DCFF are bytes a decoder escaped (os.fsdecode, subprocess with
-    errors="surrogateescape"), so they turn back into those very bytes. Other lone surrogates cannot
-    be anything's original bytes; they are kept as their 3-byte forms."""
+    errors="surrogateescape"), so they turn back into those very bytes. Other lone surrogates cannot be
+    anything's original bytes (a JSON escape such as \\ud83d: a JavaScript string cut inside an emoji):
+    each is stored as that escape, six characters, as JSON results and the store's text columns keep them.
+    Their 3-byte forms were no UTF-8: read back as three U+FFFD, counted as three characters."""
     try:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         pass
-    try:
-        return text.encode("utf-8", errors="surrogateescape")
-    except UnicodeEncodeError:
-        return text.encode("utf-8", errors="surrogatepass")
+    escaped = _NOT_BYTES.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    return escaped.encode("utf-8", errors="surrogateescape")
+
+
+_NOT_BYTES = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # lone surrogates no decoder made of a byte
 
 
 def _as_bytes(value: Any) -> tuple[bytes, str | None]:

@@ -911,6 +911,19 @@ def test_a_string_with_escaped_bytes_is_stored_as_those_bytes(sqlite_url, real_c
     assert ref.kind == "text"
 
 
+def test_a_lone_surrogate_in_a_text_result_is_stored_as_its_escape(sqlite_url):
+    """A JSON escape such as \\ud83d (a JavaScript string cut inside an emoji) is no byte: its 3-byte form
+    was stored, no UTF-8, shown as three U+FFFD and counted as three characters. It is stored as the
+    escape, as JSON results keep it; one of U+DC80–U+DCFF is still the byte a decoder escaped."""
+    off = Offloader(sqlite_url)
+    ref = off.process("t", "\ud83d" + "abc\n" * 100_000 + "\udcff")
+    stored = raw(off, ref.artifact_id)
+    assert stored == b"\\ud83d" + b"abc\n" * 100_000 + b"\xff"
+    assert ref.chars == len(stored) and ref.bytes == len(stored)  # exact: the escape is six characters
+    assert off.fetch_slice(ref.artifact_id, limit=1)["content"] == "\\ud83dabc"
+    assert off.query_artifact(ref.artifact_id, grep=r"^\\ud83dabc$")["count"] == 1
+
+
 def test_put_stores_empty_content(off):
     ref = off.put(b"", tool="cat")
     assert ref.bytes == 0 and ref.lines == 0 and raw(off, ref.artifact_id) == b""
