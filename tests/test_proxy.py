@@ -395,6 +395,22 @@ def test_lean_parse_equals_json_and_lends_utf8(monkeypatch):
         lean.parse_lean(b'{"id": 1, "text": "' + b"x" * 20 + b'"')
 
 
+def test_a_lone_surrogate_escape_in_a_big_upstream_text_is_stored_as_the_escape(sqlite_url):
+    # a line parsed lean lent the text's 3-byte surrogate form: stored as no UTF-8, previewed as ���
+    from offload.adapters.proxy import lean
+    from offload.adapters.proxy.results import offload_call_result
+
+    text = "\ud83d" + "abc\n" * 300_000  # lent: over LEND_AT
+    raw = json.dumps({"id": 1, "result": {"content": [{"type": "text", "text": text}]}}).encode()
+    parsed = lean.parse_lean(raw)["result"]
+    assert isinstance(parsed["content"][0]["text"], lean.LentText)
+    with Offloader(sqlite_url) as off:
+        out = offload_call_result(off, "t", parsed)
+        assert "\\ud83dabc\nabc" in out["content"][0]["text"] and "\ufffd" not in out["content"][0]["text"]
+        (row,) = off.list()[0]
+        assert b"".join(off.iter_raw(row["id"])) == b"\\ud83d" + b"abc\n" * 300_000 and row["chars"] == 1_200_006
+
+
 def test_store_failure_gives_a_bounded_preview_marked_not_stored(tmp_path, real_count):
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the store's folder should be")

@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import binascii
 import contextlib
+import re
 import urllib.parse
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Iterator
@@ -145,6 +146,7 @@ class _Stored:
 
 
 _TAKE_OUT = 1 << 20  # characters: a text this long leaves the parsed message while it is stored
+_SURROGATE_FORM = re.compile(rb"\xed[\xa0-\xbf][\x80-\xbf]")  # U+D800–U+DFFF as "surrogatepass" writes it
 
 
 def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, args: dict | None = None,
@@ -274,6 +276,9 @@ def _borrowed(item: Any) -> Iterator[_Payload | None]:
         return
     if isinstance(value, LentText):  # parsed lean: the bytes never were a str
         data = value.data
+        if b"\xed" in data and _SURROGATE_FORM.search(data):  # a lone surrogate escape's 3-byte form, no UTF-8:
+            yield _Payload(data.decode("utf-8", "surrogatepass"), label, is_text=True)  # stored as its escape
+            return
     elif len(value) < _TAKE_OUT:
         yield _Payload(value, label, is_text=True)
         return
