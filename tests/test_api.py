@@ -184,6 +184,12 @@ def test_errors_have_one_shape_and_the_right_status(server):
         assert body["message"]
     assert "Unknown token \ud800" in cases[-9][0].json()["message"]  # quoted exactly (a JSON escape)
     assert "offest" in cases[-4][0].json()["message"]
+    # a JSON object sent as text: "Input should be a valid dictionary", with no word of the content type
+    plain = client.post(f"/api/artifacts/{aid}/query", content=b'{"jmespath": "[0]"}', headers={"content-type": "text/plain"})
+    assert plain.status_code == 422 and "send Content-Type: application/json" in plain.json()["message"]
+    assert "Content-Type" not in cases[-4][0].json()["message"]  # a JSON body's own mistake says only that
+    wrong_path = client.get(f"/api/artifacts/{aid}/slice", params={"unit": "items", "path": "nope"})
+    assert wrong_path.status_code == 422 and "(it is null (nothing is there))" in wrong_path.json()["message"]
     assert cases[-1][0].headers["allow"] == "GET"  # RFC 9110: a 405 names the methods there are
     # a limit below 1 is told what it must be, once: not ">= 0", then "at least 1" for 0
     for limit, says in ((-1, "must not be negative"), (0, "at least 1")):

@@ -105,9 +105,15 @@ def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
         return error_response(exc.status, exc.code, exc.model_message())
 
     @app.exception_handler(RequestValidationError)
-    async def _validation_error(_request: Request, exc: RequestValidationError):
+    async def _validation_error(request: Request, exc: RequestValidationError):
         parts = ["{}: {}".format(".".join(str(p) for p in e.get("loc", ())), e.get("msg")) for e in exc.errors()]
-        return error_response(422, "invalid_argument", "; ".join(parts) or "invalid request")
+        message = "; ".join(parts) or "invalid request"
+        kind = request.headers.get("content-type", "")
+        if any(tuple(e.get("loc", ()))[:1] == ("body",) for e in exc.errors()) and \
+                not kind.split(";")[0].strip().lower().endswith("json"):
+            # FastAPI reads a body as JSON only when it says it is: else a valid object is "not a dictionary"
+            message += f" (the body was sent as {kind or 'no content type'}: send Content-Type: application/json)"
+        return error_response(422, "invalid_argument", message)
 
     @app.exception_handler(StarletteHTTPException)
     async def _http_error(_request: Request, exc: StarletteHTTPException):

@@ -110,7 +110,7 @@ class QueryRunner:
         value = doc if path in ("", "@") else run_jmespath(doc, path)
         if not isinstance(value, list):
             raise InvalidArgument(f"path {path!r} does not lead to an array in {row['id']} (it is "
-                                  f"{type(value).__name__}); try the path of an array, e.g. "
+                                  f"{_json_kind(value)}); try the path of an array, e.g. "
                                   f"{jmespath_example(doc)!r}.")
         return value
 
@@ -524,8 +524,21 @@ def _main_array(row: dict, doc: Any, refusal: str) -> list[Any]:
     main = find_main(doc)
     if isinstance(main.value, list):
         return main.value
-    what = (f"an object of {len(main.value):,} keys" if isinstance(main.value, dict)
-            else f"a {type(main.value).__name__}")
+    what = f"an object of {len(main.value):,} keys" if isinstance(main.value, dict) else _json_kind(main.value)
     example = jmespath_example(doc)
     raise InvalidArgument(refusal.format(id=row["id"], path=main.path, what=what, example=example,
                                          example_json=json.dumps(example)))
+
+
+def _json_kind(value: Any) -> str:
+    """What a parsed JSON value is, in JSON's words (not Python's NoneType or str)."""
+    if value is None:
+        return "null (nothing is there)"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return f"an object of {len(value):,} keys" if isinstance(value, dict) else "an array"
+
