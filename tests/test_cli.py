@@ -203,27 +203,24 @@ def test_the_printed_next_page_command_lists_the_same_listing(url):
             ids[tool].append(offload_json("--url", url, "put", "-", "--tool", tool, input=f"{tool}{n}\n" * 9000)
                              ["artifact_id"])
             time.sleep(0.01)
-    seen, args = [], ["ls", "--tool", "a", "--limit", "1"]
-    while True:
-        out = offload("--url", url, *args).stdout
-        seen += re.findall(r"^(art_\w+)", out, re.M)
-        more = re.search(r"^more: offload (.*)$", out, re.M)
-        if more is None:
-            break
-        args = shlex.split(more.group(1))
-    assert seen == ids["a"][::-1]
+    assert _followed(url, ["ls", "--tool", "a", "--limit", "1"], r"^(art_\w+)") == ids["a"][::-1]
     for artifact_id in ids["a"] + ids["b"]:
         offload("--url", url, "slice", artifact_id, "--limit", "1")
-    seen, args = [], ["extracts", "--artifact", ids["b"][1], "--limit", "1"]
     offload("--url", url, "slice", ids["b"][1], "--offset", "5", "--limit", "1")
+    assert _followed(url, ["extracts", "--artifact", ids["b"][1], "--limit", "1"],
+                     r"^ext_\w+\s+\S+\s+(art_\w+)") == [ids["b"][1]] * 2
+
+
+def _followed(url: str, args: list[str], row: str) -> list[str]:
+    """What `row` finds on every page of a listing, following each `more:` command it prints."""
+    seen = []
     while True:
         out = offload("--url", url, *args).stdout
-        seen += re.findall(r"^ext_\w+\s+\S+\s+(art_\w+)", out, re.M)
+        seen += re.findall(row, out, re.M)
         more = re.search(r"^more: offload (.*)$", out, re.M)
         if more is None:
-            break
+            return seen
         args = shlex.split(more.group(1))
-    assert seen == [ids["b"][1]] * 2
 
 
 @pytest.mark.parametrize("args, says", [
