@@ -29,7 +29,7 @@ from .content import Detected, gc_paused, pause_gc, resume_gc
 from .referencing import Measure, ReferenceBuilder, reason
 from .store.chunking import chunk_bytes
 from .store.records import args_json, column_text, public_extract, public_row
-from .tokens import UNDERCOUNT_MARGIN, TokenCounter, surely_over
+from .tokens import TokenCounter, surely_over, utf8_size
 from .tools.query import QueryRunner
 from .tools.pages import SliceRequest, content_digest
 from .tools.slicing import Slicer
@@ -145,21 +145,24 @@ class Offloader:
             return True
         if not self.counter.exact and surely_over(len(payload.data), limit):
             return False  # the result's reference estimates it once, not twice (~2 ms a MB)
-        return self._held(_text_of(payload.data, payload.text), limit, structured=not payload.is_object) <= limit
+        return self._held(_text_of(payload.data, payload.text), limit, structured=not payload.is_object)[0] <= limit
 
-    def _held(self, text: str, limit: int, *, structured: bool = True) -> int:
+    def _held(self, text: str, limit: int, *, structured: bool = True) -> tuple[int, int]:
         """Tokens of a result's `text` passed through to the model, held to `limit` (`Measure.within`):
         the text itself, and (`structured`) the JSON string its structured form carries it in
         (`{"result": …}`, `{"stdout": …}`: an ANSI colour code's ESC is six characters there, a newline
-        two), the larger. Of the two, only the JSON string is counted by the real tokenizers, when the
-        estimate cannot rule out more: escaping adds characters, and on each of the 5,081 texts of the
-        calibration windows (see tokens.UNDERCOUNT_MARGIN) both real counts of it were at least the
-        text's."""
+        two), the larger; and the most tokens a real count of it can be (see `_shell_fits`). Of the two
+        forms, only the JSON string is counted by the real tokenizers, when it could be over `limit` by
+        them: escaping adds characters, and on each of the 5,081 texts of the calibration windows (8,000
+        characters of every corpus of benchmarks/token_calibration.py) both real counts of it were at
+        least the text's."""
         count = self.references.measure.within(limit)
-        if not structured:
-            return count(text)
-        held = count(json.dumps(text, ensure_ascii=False))
-        return held if held > limit else max(self.counter.count(text), held)  # over is over: no second count
+        counted = json.dumps(text, ensure_ascii=False) if structured else text
+        held = count(counted)
+        if structured and held <= limit:  # over is over: no second count
+            held = max(self.counter.count(text), held)
+        size = utf8_size(counted)
+        return held, held if size > limit else max(held, size)
 
     def _limit_or_none(self, tool: str) -> int | None:
         try:
@@ -185,21 +188,22 @@ class Offloader:
         if not self.counter.exact and any(surely_over(size, allowed) for size, allowed in sizes):
             return False  # as below
         out_text = _text_of(out, payload.text)
-        out_held = self._held(out_text, limit)
+        out_held, out_most = self._held(out_text, limit)
         if out_held > limit:
             return False
         if not err:
             return True
         err_text = _text_of(err, None)
-        err_held = self._held(err_text, err_limit)
+        err_held, err_most = self._held(err_text, err_limit)
         if err_held > err_limit:
             return False
-        # the two together, as the text and the structured form hold them: counted again only near the
-        # limit, where the real tokenizers may count the whole (the parts' estimates plus the separator
-        # bound the estimate of the whole, and neither part holds what the estimate may price too low)
-        if out_held + err_held + _SEPARATOR_TOKENS <= UNDERCOUNT_MARGIN * total_limit:
+        # the two together, as the text and the structured form hold them: counted again only when the
+        # parts do not bound the whole. A part's `most` is at least its estimate and its real count (it
+        # was counted by the tokenizers, or is too few bytes to be more), and the separator adds at most
+        # _SEPARATOR_TOKENS to either count of the two apart
+        if out_most + err_most + _SEPARATOR_TOKENS <= total_limit:
             return True
-        return self._held(f"{out_text}\n[stderr]\n{err_text}", total_limit) <= total_limit
+        return self._held(f"{out_text}\n[stderr]\n{err_text}", total_limit)[0] <= total_limit
 
     def _offload(self, tool: str, payload: Payload, *, args: dict | None, session: str | None,
                  fail_open: bool = True, parent_id: str | None = None, reserve: int = 0) -> Reference:
@@ -392,7 +396,7 @@ class Offloader:
     def _page_counts(self, budget: int, counter: TokenCounter | None) -> tuple[Callable, Callable]:
         """(count, held) for pages of `budget` (`_page_budget`): the counter's count, to build a page by,
         and the count that holds a whole page to the budget, and to the tokens it stands for by the real
-        tokenizers when they are installed and the estimate cannot rule out more (`Measure.within`).
+        tokenizers when they are installed and the page could be over by them (`Measure.within`).
         `counter`: another than this Offloader's (rerun's, of a logged tokenizer)."""
         counter = counter or self.counter
         measure = self.references.measure if counter is self.counter else Measure(counter)

@@ -460,37 +460,10 @@ def surely_over(size: int, limit: int) -> bool:
     return size > MAX_BYTES_PER_TOKEN * limit
 
 
-# When the estimate cannot vouch for a text: what a page or a passed-through result is checked for with
-# the real tokenizers, when they are installed (`referencing.Measure.within`). Cut into windows of 8,000
-# characters, the calibration corpora (benchmarks/token_calibration.py) gave 5,081 texts; on the 3,515 of
-# them in its promise (typical and edge) that `may_undercount` does not tell, the estimate was at least
-# 0.92 of the larger real count (typical: 1.00). So a text estimated at UNDERCOUNT_MARGIN of a budget
-# or less is within the budget by the real count too, unless it is one `may_undercount` tells, which are
-# checked at any size: dense non-ASCII text (random ideographs and Hangul: 0.46-0.53; a chart of
-# ideographs, combining marks (Zalgo, Vietnamese written decomposed): ~0.6), control characters
-# ("\x0b\x0c…": 0.44), a tab beside a space ("\t \t …", a token each, priced as one run of blanks: 0.13)
-# and runs of punctuation (random punctuation: 0.79). Left out, as from the estimate's promise: prose in
-# the Latin-script languages cl100k splits finely (Breton, Basque, Welsh: 0.74-0.85 of cl100k, ~1.0 of
-# o200k), two classes taking turns ("!a!a": 0.79) and text built to defeat the estimate ("  kkkk  kkkk").
-UNDERCOUNT_MARGIN = 0.9
-_NOT_CONTROL = bytes(byte for byte in range(256) if not (byte < 0x20 and byte not in b"\t\n\r" or byte == 0x7F))
-_NOT_PUNCTUATION = bytes(byte for byte in range(256) if not (0x21 <= byte < 0x7F and not chr(byte).isalnum()))
-
-
-def may_undercount(text: str) -> bool:
-    """Whether `text` holds what the estimate can price far below the real tokenizers: non-ASCII
-    characters in 1% of its UTF-8 bytes or more (their continuation bytes, which also counts combining
-    marks), a control character, a tab beside a space, or punctuation in more than 60% of its bytes
-    (the most in the calibration corpora was 50%, in digits between commas). A few µs on a page of ASCII."""
-    data = text.encode("utf-8", "surrogatepass")
-    beyond = len(data) - len(text)  # continuation bytes: 1 for é or a combining mark, 2 for 語, 3 for 🎉
-    if beyond and 100 * beyond >= len(data):
-        return True
-    if data.translate(None, _NOT_CONTROL):
-        return True
-    if 5 * len(data.translate(None, _NOT_PUNCTUATION)) > 3 * len(data):
-        return True
-    return b"\t" in data and (b"\t " in data or b" \t" in data)
+def utf8_size(text: str) -> int:
+    """UTF-8 bytes of `text` (a lone surrogate as its 3 bytes): the most tokens a real tokenizer can
+    count in it, since each of their tokens stands for one byte or more."""
+    return len(text) if text.isascii() else len(text.encode("utf-8", "surrogatepass"))
 
 
 class TokenCounter:

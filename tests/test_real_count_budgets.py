@@ -1,9 +1,10 @@
 """What reaches the model fits its budget by the real tokenizers (o200k_base and cl100k_base) when they
-are installed, also on text the estimate undercounts by a third or more: a chart of CJK ideographs and
-letters under combining marks, as fetch_slice pages, query_artifact pages and passed-through results,
-and ANSI-coloured text in a result's structured form. Pages shrink and stay exact (following `next`
-reads every line once); a result over by the real count is stored. Typical ASCII pages are not counted
-by the tokenizers; without bpe-openai, the estimate decides as before. Real SQLite stores."""
+are installed, also on text the estimate undercounts by a quarter or more: a chart of CJK ideographs,
+letters under combining marks, words of random syllables and "  kkkk" repeated, as fetch_slice pages,
+query_artifact pages and passed-through results, and ANSI-coloured text in a result's structured form.
+Pages shrink and stay exact (following `next` reads every line once); a result over by the real count
+is stored. Only texts of no more bytes than their budget are left to the estimate; without bpe-openai,
+the estimate decides as before. Real SQLite stores."""
 
 from __future__ import annotations
 
@@ -36,7 +37,20 @@ def _marked(seed: int = 8, lines: int = 300) -> str:
 
 
 MARKED = _marked()
-TEXTS = [pytest.param(CHART, id="cjk-chart"), pytest.param(MARKED, id="combining-marks")]
+
+
+def _syllables(seed: int = 5, lines: int = 400) -> str:
+    """Words of random consonant-vowel syllables, as in the Bantu languages: priced as words by the
+    estimate (0.62 of the real count), split into syllables by the tokenizers."""
+    rng = random.Random(seed)
+    word = lambda: "".join(rng.choice("bkmnrtgzyw") + rng.choice("aeiou") for _ in range(rng.randint(2, 5)))  # noqa: E731
+    return "\n".join(" ".join(word() for _ in range(8)) for _ in range(lines))
+
+
+SYLLABLES = _syllables()
+KKKK = "\n".join("  kkkk" * 12 for _ in range(600))  # built to defeat the estimate: 0.44 of the real count
+TEXTS = [pytest.param(CHART, id="cjk-chart"), pytest.param(MARKED, id="combining-marks"),
+         pytest.param(SYLLABLES, id="syllables"), pytest.param(KKKK, id="kkkk")]
 _ENCODINGS = [bpe_openai.get_encoding(name) for name in ("o200k_base", "cl100k_base")]
 
 
@@ -71,10 +85,11 @@ def follow(off: Offloader, tool: str, call: dict, pages: int | None = None) -> l
     return got
 
 
-def test_the_estimate_undercounts_these_texts_by_a_third():
-    """Why they are here: estimated at about 0.6-0.7 of the real count, pages cut by the estimate alone
-    came back at up to 6,593 tokens against 4,000."""
-    for text in (CHART, MARKED):
+def test_the_estimate_undercounts_these_texts_by_a_quarter_or_more():
+    """Why they are here: estimated at about 0.4-0.7 of the real count, pages cut by the estimate alone
+    came back at up to 6,955 tokens against 4,000. The first two are text the estimate can tell (dense
+    non-ASCII); the ASCII two were held to the estimate alone while it was under 90% of the budget."""
+    for text in (CHART, MARKED, SYLLABLES, KKKK):
         assert estimate_tokens(text) < 0.75 * real(text)
 
 
@@ -97,7 +112,7 @@ def test_pages_of_dense_text_fit_the_budget_by_the_real_count(off, text, unit):
 def test_query_pages_of_dense_text_fit_the_budget_by_the_real_count(off, text):
     budget = off.settings.query_tokens
     ref = off.put(text, tool="cat")
-    pages = follow(off, "query_artifact", {"artifact_id": ref.artifact_id, "grep": ".", "limit": 60})
+    pages = follow(off, "query_artifact", {"artifact_id": ref.artifact_id, "grep": ".", "limit": 150})
     assert max(within(page, budget) for page in pages) > 0.75 * budget
     shown = [line for page in pages for line in page.structured["result"]]
     assert shown == [f"{n}: {line}" for n, line in enumerate(text.split("\n"))]  # every match once, whole
@@ -124,13 +139,14 @@ def _longest_prefix(text: str, fits) -> str:
 @pytest.mark.parametrize("text", TEXTS)
 def test_a_dense_result_over_its_limit_by_the_real_count_is_stored(off, text):
     limit = off.settings.limit_for("grep")
-    over = _longest_prefix(text, lambda part: estimate_tokens(json.dumps({"result": part}, ensure_ascii=False)) <= limit)
+    # under 90% of the limit by the estimate, where it was once held to the estimate alone
+    over = _longest_prefix(text, lambda part: estimate_tokens(json.dumps({"result": part}, ensure_ascii=False)) <= 0.85 * limit)
     assert real(over) > limit  # the estimate alone let it through
     out = off.process("grep", over)
     assert isinstance(out, Reference) and out.stored
     within(as_output(out, off), limit)
     fitting = _longest_prefix(text, lambda part: real(json.dumps({"result": part}, ensure_ascii=False)) <= limit)
-    assert len(fitting) > len(over) * 0.6
+    assert len(fitting) > len(over) * 0.4
     assert off.process("grep", fitting) is fitting  # within the limit by the real count: passed through
     within(as_output(fitting, off), limit)
 
@@ -169,19 +185,19 @@ def real_counts(monkeypatch):
     return counted
 
 
-def test_typical_ascii_pages_are_not_counted_by_the_real_tokenizers(off, real_counts):
-    """A page is built to 0.9 of its budget by the estimate, which on typical text is at least the real
-    count: only text it may undercount, or a result within 10% of its limit, pays for the tokenizers."""
+def test_the_real_tokenizers_count_what_could_be_over_by_them(off, real_counts):
+    """A token of either tokenizer stands for a byte or more: a text of no more UTF-8 bytes than its
+    budget is held by the estimate alone, every other page or result that could fit is counted."""
     code = "".join((STDLIB / name).read_text() for name in ("argparse.py", "inspect.py"))
     ref = off.put(code, tool="cat")
     real_counts.clear()  # the reference is always checked
-    follow(off, "fetch_slice", {"artifact_id": ref.artifact_id}, pages=5)
-    follow(off, "query_artifact", {"artifact_id": ref.artifact_id, "grep": "def ", "limit": 100}, pages=3)
-    assert off.process("grep", code[:6000]) == code[:6000]
-    assert real_counts == []
-    near = _longest_prefix(code, lambda part: estimate_tokens(json.dumps(part)) <= 3900)
-    assert off.process("grep", near) is near
-    assert real_counts  # within 10% of its limit: the estimate cannot rule out more
+    pages = follow(off, "fetch_slice", {"artifact_id": ref.artifact_id}, pages=5)
+    assert len(real_counts) >= len(pages)  # each page's text and JSON form, though its estimate was far under
+    real_counts.clear()
+    stdout, stderr = code[:12_000], code[20_000:21_500]  # a stdout of 12,000 bytes, a stderr of 1,500
+    assert estimate_tokens(json.dumps(stdout)) < 0.9 * off.settings.limit_for("bash")
+    assert off.process("bash", {"stdout": stdout, "stderr": stderr, "exit_code": 1}) is not None
+    assert real_counts == [json.dumps(stdout)]  # stderr and the two together are bounded by their bytes
 
 
 def test_without_bpe_openai_the_estimate_decides_as_before(sqlite_url, monkeypatch):

@@ -33,7 +33,7 @@ class Slicer:
         self.store, self.count, self.budget = store, count, budget
         self.items_of = items_of  # (artifact row, path) -> the parsed array, when no stored index fits
         # `held(text, estimate)`: a whole page's tokens as held to the budget (by the real tokenizers too,
-        # when the estimate cannot rule out more: `referencing.Measure.within`)
+        # when the page could be over by them: `referencing.Measure.within`)
         self.held = held
 
     def slice(self, row: dict, req: SliceRequest) -> dict[str, Any]:
