@@ -38,11 +38,26 @@ def _encode(text: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         pass
-    escaped = _NOT_BYTES.sub(lambda found: f"\\u{ord(found.group()):04x}", text)
+    escaped = _NOT_BYTES.sub(_escape, text)
     return escaped.encode("utf-8", errors="surrogateescape")
 
 
 _NOT_BYTES = re.compile("[\ud800-\udc7f\udd00-\udfff]")  # lone surrogates no decoder made of a byte
+_BYTE_SURROGATES = re.compile("[\udc80-\udcff]")  # the ones `_encode` reads as the bytes a decoder escaped
+
+
+def _escape(found: re.Match) -> str:
+    return f"\\u{ord(found.group()):04x}"
+
+
+def json_text(text: str) -> str:
+    """A text that came as JSON (an MCP server's), for `Offloader.process`: its lone surrogates
+    U+DC80–U+DCFF as their escapes (`\\udc80`, six characters), which `_encode` would store as the bytes
+    a Python decoder escaped, and no JSON text means; `text` itself when it has none. `_encode` stores
+    the other lone surrogates as escapes itself."""
+    if text.isascii() or not _BYTE_SURROGATES.search(text):
+        return text
+    return _BYTE_SURROGATES.sub(_escape, text)
 
 
 def _as_bytes(value: Any) -> tuple[bytes, str | None]:

@@ -411,6 +411,23 @@ def test_a_lone_surrogate_escape_in_a_big_upstream_text_is_stored_as_the_escape(
         assert b"".join(off.iter_raw(row["id"])) == b"\\ud83d" + b"abc\n" * 300_000 and row["chars"] == 1_200_006
 
 
+@pytest.mark.parametrize("repeat", [3_000, 300_000], ids=["parsed", "lent"])
+def test_a_low_surrogate_escape_in_an_upstream_text_is_stored_as_the_escape_not_a_byte(sqlite_url, repeat):
+    # U+DC80–U+DCFF in a str passed to Offloader.process stand for the bytes a Python decoder escaped;
+    # in an upstream's JSON they are escapes like any other, and were stored as the byte 0x80
+    from offload.adapters.proxy import lean
+    from offload.adapters.proxy.results import offload_call_result
+
+    text = "\udc80" + "abc\n" * repeat
+    raw = json.dumps({"id": 1, "result": {"content": [{"type": "text", "text": text}],
+                                          "structuredContent": {"content": text}}}).encode()
+    with Offloader(sqlite_url) as off:
+        out = offload_call_result(off, "t", lean.parse_lean(raw)["result"])
+        (row,) = off.list()[0]  # the structured form repeats the text: one artifact
+        assert b"".join(off.iter_raw(row["id"])) == b"\\udc80" + b"abc\n" * repeat
+        assert out["structuredContent"]["artifact_id"] == row["id"]
+
+
 def test_store_failure_gives_a_bounded_preview_marked_not_stored(tmp_path, real_count):
     blocked = tmp_path / "not-a-dir"
     blocked.write_text("a file where the store's folder should be")

@@ -22,6 +22,7 @@ from ...jsontext import dumps
 from ...jsontext import loads
 from .lean import LentText, restore
 from ...reference import Reference
+from ...results import json_text
 from ...tools.schemas import OUTPUT_SCHEMAS, TOOLS
 
 if TYPE_CHECKING:
@@ -174,7 +175,8 @@ def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, 
             new_items[index] = _text_item(item, _rendered(out), payload.label)
             if isinstance(out, Reference) and payload.is_text:
                 value = payload.value
-                stored.append(_Stored(value if isinstance(value, bytes) else _utf8(value), out))
+                original = payload.original or (value if isinstance(value, bytes) else _utf8(value))
+                stored.append(_Stored(original, out))
             elif isinstance(out, Reference):  # a blob, which the structured form may repeat as it came
                 holder, key, _ = _holder(item)
                 stored.append(_Stored(b"", out, base64=_utf8(holder[key])))
@@ -252,6 +254,14 @@ class _Payload:
     label: str | None  # names an embedded resource
     is_text: bool
     replaced: bool = False
+    original: bytes | None = None  # the text as it came (surrogatepass), when `value` is not it
+
+
+def _escaped(text: str, label: str | None) -> _Payload:
+    """A text as it came in JSON, whose lone surrogates are escapes there (a JavaScript string cut inside
+    an emoji): stored with each as its escape, six characters (see `results.json_text`)."""
+    value = json_text(text)
+    return _Payload(value, label, is_text=True, original=None if value is text else _utf8(text))
 
 
 @contextlib.contextmanager
@@ -277,16 +287,16 @@ def _borrowed(item: Any) -> Iterator[_Payload | None]:
     if isinstance(value, LentText):  # parsed lean: the bytes never were a str
         data = value.data
         if b"\xed" in data and _SURROGATE_FORM.search(data):  # a lone surrogate escape's 3-byte form, no UTF-8:
-            yield _Payload(data.decode("utf-8", "surrogatepass"), label, is_text=True)  # stored as its escape
+            yield _escaped(data.decode("utf-8", "surrogatepass"), label)  # stored as its escape
             return
     elif len(value) < _TAKE_OUT:
-        yield _Payload(value, label, is_text=True)
+        yield _escaped(value, label)
         return
     else:
         try:
             data = value.encode("utf-8")
         except UnicodeEncodeError:  # lone surrogates: lend the str itself, it could not come back exactly
-            yield _Payload(value, label, is_text=True)
+            yield _escaped(value, label)
             return
     payload = _Payload(data, label, is_text=True)
     holder[key] = None
