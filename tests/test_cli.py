@@ -239,8 +239,9 @@ def test_a_listing_refuses_a_limit_or_kind_it_cannot_take_in_one_line(url, args,
 def test_an_empty_filtered_listing_says_nothing_matches(url):
     offload("--url", url, "put", "-", "--tool", "t", input="x\n" * 9000)
     assert offload("--url", url, "ls", "--tool", "zzz").stdout.strip() == "No artifacts match."
-    assert offload("--url", f"sqlite:///{Path(url[10:]).parent / 'empty.db'}", "ls").stdout.strip() == \
-        "No artifacts stored."
+    empty = f"sqlite:///{Path(url[10:]).parent / 'empty.db'}"
+    offload("--url", empty, "db", "upgrade")
+    assert offload("--url", empty, "ls").stdout.strip() == "No artifacts stored."
 
 
 @pytest.mark.parametrize("token", ["", "short", "=team-a"])
@@ -339,6 +340,21 @@ def test_cat_of_content_missing_a_chunk_fails_instead_of_printing_part_of_it(url
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.parametrize("command", [["ls"], ["cat", "art_aaaaaaaaaaaaaaaa"], ["show", "art_aaaaaaaaaaaaaaaa"],
+                                     ["verify"], ["gc"], ["stats"], ["extracts"], ["rm", "art_aaaaaaaaaaaaaaaa"]])
+@pytest.mark.parametrize("name", ["typo/store.db", "typo.db", "typo.duckdb"])
+def test_a_command_on_a_store_that_is_not_there_says_so_and_creates_nothing(tmp_path, command, name):
+    """A mistyped --url left an empty store (and its folders) behind, and `ls` printed an empty listing."""
+    missing = tmp_path / "stores" / name
+    for url in (str(missing), f"{'duckdb' if name.endswith('.duckdb') else 'sqlite'}:///{missing}"):
+        result = offload("--url", url, *command, ok=False)
+        assert result.exit_code == 2 and f"there is no store at {missing}" in result.stderr
+        assert "offload db upgrade" in result.stderr and result.stdout == ""
+    assert not (tmp_path / "stores").exists()
+    offload("--url", str(missing), "db", "upgrade")  # creating one is asked for by name
+    assert missing.exists() and "No artifacts" in offload("--url", str(missing), "ls").stdout
+
+
 def test_db_upgrade_is_idempotent(tmp_path):
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     first = offload("--url", url, "db", "upgrade").stdout
@@ -397,7 +413,7 @@ def test_put_needs_a_tool_name_and_says_too_large_only_of_what_was(url, tmp_path
     for name in ("", "  "):
         refused = offload("--url", url, "put", str(small), "--tool", name, ok=False)
         assert refused.exit_code == 2 and "--tool must name the tool" in refused.stderr
-    assert offload_json("--url", url, "ls")["items"] == []
+    assert "there is no store" in offload("--url", url, "ls", ok=False).stderr  # refused before it was made
     for data in ("hello\n", ""):  # stored because put always stores, not because they were too large
         text = offload("--url", url, "put", "-", "--tool", "read", input=data).stdout
         assert text.startswith("[offload] The result of `read` was stored whole as art_") and "too large" not in text
