@@ -297,6 +297,24 @@ def test_grep_counts_stay_right_when_the_text_holds_colon_numbers(tmp_path):
     assert preview.extra["matches_per_file"] == {"./a.py": 200, "./b.py": 200}
 
 
+def test_git_grep_of_a_revision_is_grep_with_its_counts_per_file(tmp_path):
+    """`git grep -n X REV` writes "REV:path:line:text": it was taken for text, previewed without counts."""
+    for name in ("a.py", "src/b.py", "src/c.py"):
+        (tmp_path / name).parent.mkdir(exist_ok=True)
+        (tmp_path / name).write_text("".join(f"ERROR {n}\nok {n}\n" for n in range(40 * len(name))))
+    git = ["git", "-c", "user.name=t", "-c", "user.email=t@t", "-C", str(tmp_path)]
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "x"]):
+        subprocess.run([*git, *args], check=True, capture_output=True)
+    for context in ([], ["-C", "1"]):
+        data = subprocess.run([*git, "grep", "-n", *context, "ERROR", "HEAD"], capture_output=True, check=True).stdout
+        assert data.startswith(b"HEAD:a.py:1:ERROR 0\n")
+        for tool in (None, "git_grep", "bash"):
+            found = detect(data, tool)
+            assert found.kind == "grep", (context, tool)
+        preview = build_preview(detect(data), data, 600, o200k)
+        assert preview.extra["matches_per_file"] == {"HEAD:src/b.py": 320, "HEAD:src/c.py": 320, "HEAD:a.py": 160}
+
+
 # -- F: what a JSON preview leaves out, and that it shows an item --------------------------------------
 
 

@@ -38,10 +38,13 @@ _LEADING_WS = re.compile(rb"[ \t\r\n]*")
 # A path is a run of characters that are no space or colon, holding a separator: written as the part
 # before its first separator, that separator, then the rest, so that a line of 65,536 dots with no colon
 # fails at once (`[^\s:]*[./\\][^\s:]*` tried every dot as the separator: 54 s on that line)
+# `git grep -n X REV` writes the revision first ("HEAD:src/a.py:12:…"): a run with no space or colon
+# before the path, taken whole or not at all (possessive), as the preview's counts take the two as one path.
 _PATH = rb"(?:[A-Za-z]:)?[^\s:./\\]*[./\\][^\s:]*"
-_GREP_N_STRICT = re.compile(_PATH + rb":\d+[:-]")
-_GREP_N = re.compile(rb"(?:[A-Za-z]:)?[^:\n]+:\d+[:-]")
-_GREP_CONTEXT = re.compile(_PATH + rb"?-\d+-|--$")
+_REV = rb"(?:[^\s:]++:)?"
+_GREP_N_STRICT = re.compile(_REV + _PATH + rb":\d+[:-]")
+_GREP_N = re.compile(rb"(?:[A-Za-z]:)?[^:\n]++(?::(?!\d+[:-])[^:\n]*+)*+:\d+[:-]")  # a path may hold colons
+_GREP_CONTEXT = re.compile(_REV + _PATH + rb"?-\d+-|--$")
 _GREP_PLAIN = re.compile(_PATH + rb":")
 _CSV_DELIMITERS = ("\t", ",", ";", "|")
 _NOT_A_NAME = re.compile(r"[-+]?[\d.,:eE+ -]+|\d{4}-\d{2}-\d{2}.*|\d{1,2}[:/]\d{2}.*")
