@@ -392,6 +392,8 @@ def test_settings_built_directly_refuse_the_same_way(monkeypatch):
 
 
 def test_the_cli_refuses_a_setting_that_cannot_work_in_one_line(tmp_path):
+    with Offloader(f"sqlite:///{tmp_path / 's.db'}") as off:
+        off.list()  # the store is there: what is refused is the setting
     env = {**os.environ, "OFFLOAD_LIMIT_GREP": "20"}
     done = subprocess.run([sys.executable, "-m", "offload", "--url", f"sqlite:///{tmp_path / 's.db'}", "ls"],
                           capture_output=True, text=True, env=env, check=False)

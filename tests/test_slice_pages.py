@@ -365,6 +365,8 @@ def test_cli_slice_next_hint_is_the_next_call_path_included(sqlite_url, tmp_path
 
 
 def test_cli_rerun_of_an_unknown_extract_says_so(sqlite_url):
+    with Offloader(sqlite_url) as off:
+        off.list()  # the store is there: what is unknown is the extract
     result = cli(sqlite_url, "rerun", "--extract", "nope")
     assert result.exit_code == 1 and "No extract 'nope'" in result.stderr
 
