@@ -364,12 +364,17 @@ class Measure:
                 found.append(tokenize)
         return tuple(found)
 
+    @property
+    def installed(self) -> bool:
+        """Whether a real tokenizer is installed (loading them on first use)."""
+        return bool(self._installed)
+
     def __call__(self, text: str) -> int:
         if self.counter.exact:
             return self.counter.count(text)
-        return self._at_least(self.counter.count(text), text)
+        return self.at_least(self.counter.count(text), text)
 
-    def _at_least(self, estimate: int, text: str) -> int:
+    def at_least(self, estimate: int, text: str) -> int:
         """The larger of `estimate` and every installed tokenizer's count of `text`."""
         try:
             return max(estimate, *(tokenize(text) for tokenize in self._installed))
@@ -403,7 +408,7 @@ class Measure:
                 estimate = counter.count(text)
             if estimate > budget or utf8_size(text) <= real:
                 return estimate
-            exact = self._at_least(estimate, text)
+            exact = self.at_least(estimate, text)
             return estimate if exact == estimate else max(estimate, -(-exact * budget // real))
 
         return count

@@ -169,19 +169,33 @@ def test_a_result_whose_structured_form_is_over_its_limit_is_stored(off):
     assert isinstance(shell, Reference)
 
 
+def test_a_conversation_fitted_by_the_context_guard_fits_by_the_real_count(off):
+    """Fitted by the estimate alone, 60 turns of random syllables came to 23,825 tokens of a 75% budget
+    of a 32,000-token window, and were 38,231 by cl100k_base: over the window."""
+    lines = SYLLABLES.split("\n")
+    messages = [{"role": "system", "content": "You are helpful."}]
+    for turn in range(60):
+        messages += [{"role": role, "content": "\n".join(lines[(2 * turn + k) * 3 % 380:][:20])}
+                     for k, role in enumerate(("user", "assistant"))]
+    fitted = off.fit_context(messages, 32_000)
+    assert len(fitted.messages) < len(messages)  # it had to drop some
+    assert sum(real(json.dumps(m, ensure_ascii=False)) + 4 for m in fitted.messages) <= 0.75 * 32_000
+    assert fitted.report.tokens_after <= 0.75 * 32_000
+
+
 @pytest.fixture
 def real_counts(monkeypatch):
     """The texts the real tokenizers were run on, as pages and results were held to their budgets."""
     from offload.referencing import Measure
 
     counted: list[str] = []
-    at_least = Measure._at_least
+    at_least = Measure.at_least
 
     def recording(self, estimate, text):
         counted.append(text)
         return at_least(self, estimate, text)
 
-    monkeypatch.setattr(Measure, "_at_least", recording)
+    monkeypatch.setattr(Measure, "at_least", recording)
     return counted
 
 

@@ -28,6 +28,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("offload.context")
 
 _FORGET_AFTER = 64  # fits: a message not seen for this many fits leaves the cache
+_REAL_UP_TO = 1 << 20  # characters: a longer text is priced by the estimate alone (see `hold_to_real`)
+_REAL_PASSES = 8  # times a fit runs again at most, as the real counts of what it kept come in
 _WATCHED = ("content", "output", "tool_calls", "arguments", "input")
 _REFERENCE_ID = re.compile(r"stored whole as (art_[a-z0-9]+)")
 
@@ -46,6 +48,7 @@ class Facts:
     calls: list[Call]
     slots: list
     seen: int = 0
+    checked: bool = False  # `tokens` holds the real tokenizers' count too (`ContextGuard.hold_to_real`)
     parts: dict[int, list[Part]] = field(default_factory=dict)
     variants: dict[tuple, Any] = field(default_factory=dict)
 
@@ -113,15 +116,18 @@ class ContextGuard:
         total = sum(f.tokens for f in facts)
         report = ContextReport(api, window_tokens, budget, total, messages_before=len(out),
                                tokens_estimated=not self.off.counter.exact)
-        if total > budget:
-            cap = max(int(window_tokens * self.off.settings.window_share), 1)
-            run = Fitting(self, fmt, out, facts, budget, cap, session, report)
-            try:
-                out, facts = run.run()
-            except ContextBudgetExceeded as exc:
-                exc.report = report  # what was stored before it gave up
-                log.warning("fit_context (%s): %s", api, exc)
-                raise
+        cap = max(int(window_tokens * self.off.settings.window_share), 1)
+        for passes in range(_REAL_PASSES + 1):
+            if sum(f.tokens for f in facts) > budget:
+                run = Fitting(self, fmt, out, facts, budget, cap, session, report)
+                try:
+                    out, facts = run.run()
+                except ContextBudgetExceeded as exc:
+                    exc.report = report  # what was stored before it gave up
+                    log.warning("fit_context (%s): %s", api, exc)
+                    raise
+            if passes == _REAL_PASSES or not self.hold_to_real(facts):
+                break
         report.tokens_after = sum(f.tokens for f in facts)
         report.messages_after = len(out)
         report.seconds = time.perf_counter() - started
@@ -165,6 +171,33 @@ class ContextGuard:
                       fmt.role(data), fmt.calls(data), fmt.results(data), seen=self._fits)
         self._facts[id(msg)] = facts
         return facts
+
+    def hold_to_real(self, facts: list[Facts]) -> bool:
+        """Raise the counts of `facts` not checked yet to the real tokenizers' (when installed and the
+        counter is the estimate); whether any rose, so that the fit runs again with them.
+
+        A conversation fitted by the estimate alone could be over the window: 60 turns of words in
+        random syllables ("tubonama zegukuna") fitted to 23,825 tokens of a 32,000-token window were
+        38,231 by cl100k_base. Only what a fit keeps is counted, once a message (its facts are cached),
+        so the results a fit replaces are never tokenized; a text of over _REAL_UP_TO characters keeps
+        its estimate (it is over any result's cap in windows up to ~3.5M tokens)."""
+        measure = self.off.references.measure
+        if self.off.counter.exact or not measure.installed:
+            return False
+        estimate = self.off.counter.count
+
+        def count(text: str, kind: str = "text") -> int:
+            guess = estimate(text, kind)
+            return guess if len(text) > _REAL_UP_TO else measure.at_least(guess, text)
+
+        rose = False
+        for f in facts:
+            if not f.checked:
+                f.checked = True
+                held = count_message(f.data, count)
+                if held > f.tokens:
+                    f.tokens, rose = held, True
+        return rose
 
     def count_message(self, data: dict) -> int:
         """Tokens of one message: its JSON (media blocks priced apart) plus a per-message overhead."""
