@@ -179,6 +179,8 @@ class Offloader:
             total_limit = min(limit + err_limit, self.settings.window_cap or limit + err_limit)
         else:
             err_limit = total_limit = limit
+        if payload.fields:  # shown whole beside them: their JSON's bytes bound their tokens
+            total_limit -= len(dumps(payload.fields))
         out, err = payload.data, payload.stderr or b""
         if len(out) + len(err) <= total_limit:  # perhaps too small to estimate: a token is at least a byte
             sent = sent_bytes(out, payload.text is None), sent_bytes(err, True)
@@ -245,7 +247,7 @@ class Offloader:
             ref.sha256 = write.sha256()
             ref.same_as = self._same_result(tool, stored_args, session, ref.sha256)  # named before fitting: it takes room
             if payload.is_shell:
-                ref.kind, ref.exit_code = "shell", payload.exit_code
+                ref.kind, ref.exit_code, ref.shell_fields = "shell", payload.exit_code, payload.fields
                 if stderr_ref is not None:
                     ref.stderr, ref.stderr_bytes = stderr_ref.preview, stderr_ref.bytes
                     ref.stderr_truncated = stderr_ref.truncated
@@ -319,6 +321,8 @@ class Offloader:
         if payload is not None and payload.is_shell:
             meta.update(exit_code=payload.exit_code, stderr_bytes=len(payload.stderr or b""),
                         stderr_artifact_id=ref.stderr_artifact_id, stderr=ref.stderr)
+            if payload.fields:
+                meta["fields"] = payload.fields
         return {
             "id": ref.artifact_id, "namespace": self.namespace, "session": _session_column(session),
             "tool": column_text(tool), "args": args,  # as `args_json` wrote them

@@ -29,7 +29,7 @@ CONTRACT_FIELDS = ("artifact_id", "tool", "kind", "content_type", "bytes", "char
 # budget (the shape, the hints, the stderr preview, the preview).
 # Within the smallest budgets (a limit of 200-300 tokens), the contract's other fields alone come near it:
 # then the flags the text states, and the sha256 (~48 tokens; the text shows it only for binary data).
-_GIVES_WAY = ("extra", "hint_results", "notes", "omitted", "shape", "hints", "stderr", "preview",
+_GIVES_WAY = ("extra", "hint_results", "notes", "omitted", "shape", "hints", "shell_fields", "stderr", "preview",
               "stderr_bytes", "stderr_truncated", "sha256")
 _EMPTIED: dict[str, Any] = {"shape": None, "hints": [], "preview": "", "sha256": ""}
 _TOOL_SHOWN = 40  # UTF-8 bytes of a tool name the short wording shows (40 ASCII characters, 20 "é", 13 "工")
@@ -80,6 +80,7 @@ class Reference:
     stored: bool = True
     error: str | None = None  # why it was not stored
     exit_code: int | None = None
+    shell_fields: dict[str, Any] | None = None  # a shell dict's other keys, whole (results.SHELL_FIELDS_BYTES)
     stderr: str | None = None  # stderr preview (shell)
     stderr_bytes: int | None = None
     stderr_artifact_id: str | None = None
@@ -196,6 +197,9 @@ class Reference:
                          "re-running the tool.")
         if self.exit_code is not None:
             lines.append(f"Exit code: {self.exit_code}.")
+        if self.shell_fields:
+            lines.append("Its other fields: " + json.dumps(self.shell_fields, ensure_ascii=False, default=str,
+                                                           separators=(",", ":")))
         lines.extend(f"Note: {note}" for note in self.notes)
         return "\n".join(lines)
 

@@ -22,6 +22,7 @@ class Payload:
     is_object: bool = False  # came as a JSON-able object
     stderr: bytes | None = None
     exit_code: int | None = None
+    fields: dict | None = None  # a shell dict's other keys ({"duration_ms": 12}), shown beside the exit code
 
     @property
     def is_shell(self) -> bool:
@@ -84,28 +85,48 @@ def _exit_code(code: Any) -> int | None:
     return None
 
 
-def _shell_parts(result: Any) -> tuple[Any, Any, Any] | None:
+_SHELL_KEYS = {"stdout", "stderr", "exit_code", "returncode"}
+SHELL_FIELDS_BYTES = 1024  # a shell dict's other keys, as JSON, shown whole beside the exit code up to this
+
+
+def _shell_parts(result: Any) -> tuple[Any, Any, Any, dict | None] | None:
     if isinstance(result, subprocess.CompletedProcess):
-        return result.stdout, result.stderr, result.returncode
+        return result.stdout, result.stderr, result.returncode, None
     if isinstance(result, dict) and "stdout" in result and ({"stderr", "exit_code", "returncode"} & result.keys()):
         code = result.get("exit_code", result.get("returncode"))
         if code is not None and _exit_code(code) is None:
             return None
-        if set(result) <= {"stdout", "stderr", "exit_code", "returncode"}:
-            return result.get("stdout"), result.get("stderr"), _exit_code(code) if code is not None else None
+        fields = _shell_fields(result)
+        if fields is not None:
+            return result.get("stdout"), result.get("stderr"), _exit_code(code) if code is not None else None, fields
     if (isinstance(result, tuple) and len(result) == 3 and isinstance(result[0], (str, bytes, type(None)))
             and isinstance(result[1], (str, bytes, type(None))) and isinstance(result[2], int)):
-        return result
+        return (*result, None)
     return None
+
+
+def _shell_fields(result: dict) -> dict | None:
+    """A shell dict's keys besides stdout, stderr and the exit code (`duration_ms`, `timed_out`, `cwd`):
+    {} when there are none, None when they are more than SHELL_FIELDS_BYTES of JSON (or not JSON-able),
+    which leaves the whole dict a JSON document. Before, any other key did: stdout and stderr were then
+    cut as two strings of the document, and an error at the end of stderr went unseen."""
+    fields = {key: value for key, value in result.items() if key not in _SHELL_KEYS}
+    if not fields:
+        return fields
+    try:
+        size = len(dumps(fields, non_str_keys=True))
+    except Exception:  # noqa: BLE001 - not JSON-able: the document's own path says why
+        return None
+    return fields if size <= SHELL_FIELDS_BYTES and all(isinstance(key, str) for key in fields) else None
 
 
 def to_payload(result: Any) -> Payload:
     shell = _shell_parts(result)
     if shell is not None:
-        stdout, stderr, code = shell
+        stdout, stderr, code, fields = shell
         data, text = _as_bytes(stdout)
         err, _ = _as_bytes(stderr)
-        return Payload(data, text, stderr=err, exit_code=code)
+        return Payload(data, text, stderr=err, exit_code=code, fields=fields or None)
     if isinstance(result, (str, bytes, bytearray, memoryview)):
         data, text = _as_bytes(result)
         return Payload(data, text)

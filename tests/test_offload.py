@@ -777,6 +777,30 @@ def test_shell_huge_stdout_keeps_a_short_stderr_error_and_the_exit_code(sqlite_u
     assert meta["exit_code"] == 3 and meta["stderr_bytes"] == len(done.stderr)
 
 
+def test_a_shell_dict_with_other_fields_keeps_its_stderr_error_and_exit_code(sqlite_url, real_count):
+    """{"stdout", "stderr", "exit_code", "duration_ms"}: any other key made the dict a JSON document, whose
+    two strings were cut to their first ~250 characters: the error at the end of stderr went unseen."""
+    from offload.adapters.toolpack import as_output
+
+    off = Offloader(sqlite_url)
+    stdout = "".join(f"compiling module {i}\n" for i in range(5000))
+    stderr = "".join(f"warning: {i}\n" for i in range(800)) + "error: FAILED at the end\n"
+    fields = {"duration_ms": 12, "timed_out": False, "cwd": "/srv/app"}
+    ref = off.process("bash", {"stdout": stdout, "stderr": stderr, "exit_code": 1, **fields})
+    text = assert_reference(ref, stdout.encode(), real_count)
+    assert ref.kind == "shell" and "Exit code: 1." in text and "error: FAILED at the end" in text
+    assert 'Its other fields: {"duration_ms":12,"timed_out":false,"cwd":"/srv/app"}' in text
+    assert off.get(ref.artifact_id)["meta"]["fields"] == fields and ref.to_dict()["shell_fields"] == fields
+    # passed through whole, its fields with it
+    small = {"stdout": "ok\n", "stderr": "", "exit_code": 0, "duration_ms": 3}
+    assert off.process("bash", small) is small
+    assert as_output(small, off).structured == small and '{"duration_ms":3}' in as_output(small, off).text
+    # fields too big to travel beside it: the whole dict is a JSON document, as before (nothing lost)
+    listed = {"stdout": stdout, "stderr": stderr, "exit_code": 1, "files": [f"src/{i}.py" for i in range(200)]}
+    ref = off.process("bash", listed)
+    assert ref.kind == "json" and json.loads(raw(off, ref.artifact_id)) == listed
+
+
 def test_a_huge_shell_result_is_not_estimated_whole_before_its_reference(sqlite_url):
     """Its size alone puts it over the budget (`surely_over`), as for any other result: the 3 MB stdout
     was counted whole to decide, then again for its reference, and the 2 MB stderr to size its share of

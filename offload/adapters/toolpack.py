@@ -278,9 +278,11 @@ def as_output(result: Any, off: "Offloader | None" = None) -> ToolOutput:
     if payload.is_shell:
         stdout = payload.data.decode("utf-8", errors="replace")
         stderr = (payload.stderr or b"").decode("utf-8", errors="replace")
+        fields = payload.fields or {}
         text = stdout + (f"\n[stderr]\n{stderr}" if stderr else "") + (
-            f"\n[exit code {payload.exit_code}]" if payload.exit_code is not None else "")
-        return ToolOutput(text, {"stdout": stdout, "stderr": stderr, "exit_code": payload.exit_code})
+            f"\n[exit code {payload.exit_code}]" if payload.exit_code is not None else "") + (
+            f"\n[other fields] {dumps(fields).decode()}" if fields else "")
+        return ToolOutput(text, {"stdout": stdout, "stderr": stderr, "exit_code": payload.exit_code, **fields})
     if isinstance(result, (bytes, bytearray, memoryview)):
         text = bytes(result).decode("utf-8", errors="replace")
         return ToolOutput(text, {"result": text})
