@@ -56,7 +56,11 @@ def fill_json(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt: st
     differing only in case `name_1`, and `name` then reads the column of `Name` (nested, it fails). Such
     keys are renamed first (`_case_renames`), and the note says which column holds which key."""
     try:
-        _read_json(conn, _write(folder, "artifact.json", data), fmt, len(data))
+        try:
+            _read_json(conn, _write(folder, "artifact.json", data), fmt, len(data))
+        except duckdb.InvalidInputException as exc:
+            if "Malformed JSON" not in str(exc) or not _read_scalars(conn, folder, data, fmt, items):
+                raise
         failed = None
         if not _renamed_by_duckdb([name for (name,) in conn.execute("SELECT column_name FROM "
                                                                     "(DESCRIBE artifact)").fetchall()]):
@@ -77,6 +81,21 @@ def fill_json(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt: st
     renamed = dumps([_renamed(item, (), renames) for item in items])
     _read_json(conn, _write(folder, "renamed.json", renamed), "array", len(renamed))
     return [_renames_note(renames)]
+
+
+def _read_scalars(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt: str,
+                  items: list[Any] | None) -> bool:
+    """Rows that are no objects, as objects of one key, `json`, the column DuckDB names them: its reader
+    calls a valid document malformed when a row is an integer beyond 64 bits ([10**40, 1]: "Malformed
+    JSON at byte 42"), which it reads inside an object (as a DOUBLE). False when some row is an object."""
+    if items is None:
+        items = (parse_json(data) if fmt == "array"
+                 else [parse_json(line) for line in data.splitlines() if line.strip()])
+    if not isinstance(items, list) or any(isinstance(item, dict) for item in items):
+        return False
+    wrapped = dumps([{"json": item} for item in items])
+    _read_json(conn, _write(folder, "scalars.json", wrapped), "array", len(wrapped))
+    return True
 
 
 _SUFFIXED = re.compile(r"(.+)_\d+")
