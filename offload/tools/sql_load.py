@@ -89,8 +89,11 @@ def _read_scalars(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt
     calls a valid document malformed when a row is an integer beyond 64 bits ([10**40, 1]: "Malformed
     JSON at byte 42"), which it reads inside an object (as a DOUBLE). False when some row is an object."""
     if items is None:
-        items = (parse_json(data) if fmt == "array"
-                 else [parse_json(line) for line in data.splitlines() if line.strip()])
+        try:
+            items = (parse_json(data) if fmt == "array"
+                     else [parse_json(line) for line in data.splitlines() if line.strip()])
+        except ValueError:  # malformed indeed: DuckDB's error says where
+            return False
     if not isinstance(items, list) or any(isinstance(item, dict) for item in items):
         return False
     wrapped = dumps([{"json": item} for item in items])
