@@ -215,3 +215,15 @@ def test_an_array_of_integers_beyond_64_bits_is_read_by_sql(off, values):
     ref = off.process("api", values)
     got = sql(off, ref.artifact_id, "SELECT count(*) AS n, max(json) AS top, typeof(max(json)) AS t FROM artifact")
     assert got == [{"n": len(values), "top": float(max(values)), "t": "DOUBLE"}]
+
+
+def test_a_csv_column_is_typed_by_every_row_as_sql_types_it(off):
+    """The shape's types came from the first 2,000 rows: a column whose 3,001st value was `abc` was shown
+    as integers, and `v > 100` failed in SQL (VARCHAR). Up to 1 MiB of table, every row counts."""
+    csv = "id,v,w\n" + "".join(f"{i},{i if i < 3000 else 'abc'},{i * 0.5 if i != 4000 else 7}\n" for i in range(5000))
+    ref = off.process("export", csv)
+    assert ref.kind == "csv" and ref.shape["sampled"] == 2000
+    read = sql(off, ref.artifact_id, "SELECT typeof(id) AS id, typeof(v) AS v, typeof(w) AS w FROM artifact LIMIT 1")
+    assert read == [{"id": "BIGINT", "v": "VARCHAR", "w": "DOUBLE"}]
+    assert {name: column["type"] for name, column in ref.shape["columns"].items()} == {
+        "id": "integer", "v": "string", "w": "float"}

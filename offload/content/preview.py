@@ -198,7 +198,9 @@ def _ndjson(detected: Detected, data: bytes, budget: int, count: Callable[[str],
 
 
 def _csv(detected: Detected, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
-    shape = describe_table(data, detected.text, detected.delimiter)
+    if "table" not in detected.memo:  # the same for every budget the preview is fitted to: read once
+        detected.memo["table"] = describe_table(data, detected.text, detected.delimiter)
+    shape = detected.memo["table"]
     extra = {
         "columns": list(shape["columns"]),
         "types": {name: column["type"] for name, column in shape["columns"].items()},

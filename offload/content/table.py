@@ -10,12 +10,13 @@ say so. The SQL table (tools/sql.py) reads the text with this module's rules (`r
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import re
 from collections import Counter
 from dataclasses import dataclass
 from itertools import islice, zip_longest
-from typing import Iterator
+from typing import Iterable, Iterator
 
 import numpy as np
 
@@ -133,7 +134,7 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
     sample = sample[:TYPE_SAMPLE]
     names = column_names(header)
     width = min(len(names), MAX_COLUMNS)
-    counts = _null_counts(text, layout, width) if sampled and len(text) <= EXACT_NULLS_CHARS else None
+    counts = _whole_columns(text, layout, width) if sampled and len(text) <= EXACT_NULLS_CHARS else None
     columns: dict[str, dict] = {}
     for index, name in enumerate(names[:width]):
         values = [row[index] if index < len(row) else "" for row in sample]
@@ -141,7 +142,8 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
         if counts is not None:
             column.pop("nulls", None)
             column.pop("null_like", None)
-            nulls, null_like = counts[index]
+            nulls, null_like, kinds = counts[index]
+            column["type"] = _type_of(kinds)
             if nulls:
                 column["nulls"] = nulls
             if null_like:
@@ -158,20 +160,22 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
     return shape
 
 
-def _null_counts(text: str, layout: Layout, width: int) -> list[tuple[int, Counter]]:
+def _whole_columns(text: str, layout: Layout, width: int) -> list[tuple[int, Counter, set[str]]]:
     """For each of the first `width` columns over every row: its nulls (empty or missing fields, what SQL
-    reads as NULL) and its null-like text (`_NULL_LIKE`), by spelling."""
+    reads as NULL), its null-like text (`_NULL_LIKE`), by spelling, and the kinds of its other values
+    (`_kinds`), which SQL's type is read from over every row too: from the first TYPE_SAMPLE rows alone,
+    a column whose 3,001st value was `abc` was shown as integers, and SQL read VARCHAR."""
     rows = (row for _, row in records(text, layout))
     next(rows, None)
-    counts = [(0, Counter()) for _ in range(width)]
+    counts = [(0, Counter(), set()) for _ in range(width)]
     while block := list(islice(rows, _NULL_BLOCK)):
         # a block's columns at once, and each counted by C built-ins: no Python call per value
         for index, column in zip(range(width), zip_longest(*block, fillvalue="")):
-            nulls, null_like = counts[index]
+            nulls, null_like, kinds = counts[index]
             null_like.update(filter(_NULL_LIKE.__contains__, column))
-            counts[index] = (nulls + column.count(""), null_like)
+            counts[index] = (nulls + column.count(""), null_like, _kinds(column, kinds))
         for index in range(max(map(len, block)), width):  # columns no row of the block reaches
-            counts[index] = (counts[index][0] + len(block), counts[index][1])
+            counts[index] = (counts[index][0] + len(block), *counts[index][1:])
     return counts
 
 
@@ -194,25 +198,53 @@ def _column(values: list[str]) -> dict:
     a value is read as SQL reads it (`_PATTERNS`)."""
     nulls = values.count("")
     null_like = Counter(filter(_NULL_LIKE.__contains__, values))
-    kinds = set()
-    for value in values:
-        if value == "" or value in _NULL_LIKE:
-            continue
-        kind = next((name for name, pattern in _PATTERNS if pattern.fullmatch(value)), "string")
-        if kind == "integer" and len(value) > 18 and not -_INT64 <= int(value, 16 if "x" in value.lower() else 10) < _INT64:
-            kind = "float"
-        kinds.add(kind)
-        if kind == "string":
-            break
-    if not kinds:
-        column_type = "null"
-    elif len(kinds) == 1:
-        column_type = kinds.pop()
-    else:
-        column_type = _WIDER.get(frozenset(kinds), "string")
+    column_type = _type_of(_kinds(values, set()))
     column: dict = {"type": column_type}
     if nulls:
         column["nulls"] = nulls
     if null_like:
         column["null_like"] = dict(null_like.most_common())
     return column
+
+
+def _kinds(values: Iterable[str], kinds: set[str]) -> set[str]:
+    """`kinds` with those of `values` (nulls and null-like text left out), each as SQL reads it. A block
+    of values of the kinds already seen is told by one regular expression over them all (C speed); only
+    one that is not is read value by value."""
+    if "string" in kinds:
+        return kinds
+    present = [value for value in values if value and value not in _NULL_LIKE]
+    if not present:
+        return kinds
+    if not kinds:  # the first values tell the kinds to look for
+        _kinds_one_by_one(present[:64], kinds)
+    huge = "integer" in kinds and max(map(len, present)) > 18  # perhaps beyond 64 bits: a float
+    if "string" in kinds or not huge and _all_of(frozenset(kinds)).fullmatch("\x00".join(present)):
+        return kinds
+    return _kinds_one_by_one(present, kinds)
+
+
+def _kinds_one_by_one(present: list[str], kinds: set[str]) -> set[str]:
+    for value in dict.fromkeys(present):
+        kind = next((name for name, pattern in _PATTERNS if pattern.fullmatch(value)), "string")
+        if kind == "integer" and len(value) > 18 and not -_INT64 <= int(value, 16 if "x" in value.lower() else 10) < _INT64:
+            kind = "float"
+        kinds.add(kind)
+        if kind == "string":
+            break
+    return kinds
+
+
+@functools.lru_cache(maxsize=None)
+def _all_of(kinds: frozenset[str]) -> re.Pattern:
+    """Values of these kinds only, joined by NUL (which none of them holds)."""
+    one = "(?:" + "|".join(pattern.pattern for name, pattern in _PATTERNS if name in kinds) + ")"
+    return re.compile(f"(?:{one}\x00)*{one}", re.ASCII)
+
+
+def _type_of(kinds: set[str]) -> str:
+    if not kinds:
+        return "null"
+    if len(kinds) == 1:
+        return next(iter(kinds))
+    return _WIDER.get(frozenset(kinds), "string")
