@@ -652,6 +652,16 @@ def test_a_store_url_at_a_file_that_is_no_database_is_refused_and_the_file_left_
         open_engine(f"{scheme}:///{tmp_path}")
 
 
+def test_a_duckdb_url_at_a_sqlite_store_names_the_engine_to_use_and_fetches_nothing(tmp_path):
+    """DuckDB reads SQLite files through an extension it tried to download: the error was about a URL."""
+    path = tmp_path / "store.db"
+    _store(f"sqlite:///{path}").engine.dispose()
+    before = path.read_bytes()
+    with pytest.raises(StoreError, match=rf"{path} is a SQLite database, not a DuckDB one: open it with sqlite:///"):
+        open_engine(f"duckdb:///{path}")
+    assert path.read_bytes() == before
+
+
 @pytest.fixture
 def here(tmp_path):
     """A folder of the test's own (tmp_path also holds the isolated home and working folder)."""

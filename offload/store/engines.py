@@ -268,6 +268,17 @@ def _listed(tables: set[str], most: int = 8) -> str:
     return ", ".join(names[:most]) + (f" and {len(names) - most} more" if len(names) > most else "")
 
 
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def _starts_with(path: Path, magic: bytes) -> bool:
+    try:
+        with open(path, "rb") as file:
+            return file.read(len(magic)) == magic
+    except OSError:  # unreadable: opening it says why
+        return False
+
+
 def _refusal(shown: str, path: Path | None, why: str) -> StoreError:
     if path is not None:
         return StoreError(f"{path} is not an offload store: {why}. Point --url (or OFFLOAD_URL) at an offload "
@@ -319,6 +330,11 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
     # a file that had something in it may be another program's: it is checked before it is changed
     foreign_check = existed and path.stat().st_size > 0
     read_only = backend == "sqlite" and existed and not _writable(path)
+    if backend == "duckdb" and foreign_check and _starts_with(path, _SQLITE_MAGIC):
+        # DuckDB reads a SQLite file through its sqlite extension, which it tried to download: an error
+        # about a URL, with no network, or a SQLite store opened by another engine
+        raise StoreError(f"{path} is a SQLite database, not a DuckDB one: open it with sqlite:///{path} (or give "
+                         "the plain path); it was left as it is.")
     if backend == "sqlite" and foreign_check:
         schema = _sqlite_schema(path, shown, read_only, busy_timeout)
         if schema is not None and (why := _not_offload(*schema, embedded=True)) is not None:
