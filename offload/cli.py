@@ -76,8 +76,9 @@ def _refuse_missing(url: str) -> None:
         path = database_file(make_url(resolve_url(url)))
     except Exception:  # noqa: BLE001 - a URL that does not parse: opening it says why
         return
-    if path is not None and not path.exists():
-        typer.echo(f"error: there is no store at {path}. Check --url (or OFFLOAD_URL); `offload db upgrade` "
+    if path is not None and (not path.exists() or path.is_file() and path.stat().st_size == 0):
+        empty = " (an empty file)" if path.exists() else ""
+        typer.echo(f"error: there is no store at {path}{empty}. Check --url (or OFFLOAD_URL); `offload db upgrade` "
                    "creates an empty store there, `offload put` one holding its result.", err=True)
         raise typer.Exit(2)
 

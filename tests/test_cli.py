@@ -355,6 +355,28 @@ def test_a_command_on_a_store_that_is_not_there_says_so_and_creates_nothing(tmp_
     assert missing.exists() and "No artifacts" in offload("--url", str(missing), "ls").stdout
 
 
+def test_a_command_that_needs_a_store_leaves_an_empty_file_as_it_is(tmp_path):
+    """`ls` on an empty file made it a 589,824-byte SQLite store, owner-only."""
+    empty = tmp_path / "notes.txt"
+    empty.write_bytes(b"")
+    empty.chmod(0o644)
+    for url in (str(empty), f"duckdb:///{empty}"):
+        result = offload("--url", url, "ls", ok=False)
+        assert result.exit_code == 2 and f"there is no store at {empty} (an empty file)" in result.stderr
+    assert empty.read_bytes() == b"" and stat.S_IMODE(empty.stat().st_mode) == 0o644
+
+
+def test_an_empty_id_is_no_id_for_extracts_and_rerun(url):
+    """`rerun --extract ""` re-ran the whole log, and `extracts --artifact ""` listed all of it."""
+    ref = json.loads(offload("--url", url, "put", "-", "--tool", "t", "--json", input="x\n" * 9000).stdout)
+    offload("--url", url, "slice", ref["artifact_id"])
+    for args, says in ((["rerun", "--extract", ""], "No extract ''"), (["rerun", "--artifact", ""], "No artifact ''"),
+                       (["extracts", "--artifact", ""], "No artifact ''")):
+        result = offload("--url", url, *args, ok=False)
+        assert result.exit_code == 1 and says in result.stderr and result.stdout == ""
+    assert "1 unchanged" in offload("--url", url, "rerun").stdout
+
+
 def test_db_upgrade_is_idempotent(tmp_path):
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     first = offload("--url", url, "db", "upgrade").stdout

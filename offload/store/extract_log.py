@@ -82,9 +82,11 @@ class ExtractLog:
             return []
         e = extracts.c
         query = sa.select(extracts).where(e.namespace == namespace)
-        if extract_id:
+        # an empty id is an id no extract has, as `get("")` says: it stood for no filter, and
+        # `rerun --extract ""` re-ran the whole log
+        if extract_id is not None:
             query = query.where(e.id == extract_id)
-        if artifact_id:
+        if artifact_id is not None:
             query = query.where(e.artifact_id == artifact_id)
         if since is not None:
             query = query.where(e.created_at >= since)
