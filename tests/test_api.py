@@ -377,6 +377,58 @@ def test_the_openapi_schema_declares_auth_the_namespace_header_and_the_400(serve
             ] == [other]
 
 
+def test_head_answers_wherever_get_does_without_the_body(server):
+    """HEAD was a 405 on every route but the raw bytes (RFC 9110: wherever GET is, HEAD is)."""
+    off, client = server
+    aid = off.put(b"x\n" * 100, tool="t").artifact_id
+    for path in ("/api/artifacts", "/api/stats", f"/api/artifacts/{aid}", f"/api/artifacts/{aid}/slice",
+                 f"/api/artifacts/{aid}/raw", "/", "/api/artifacts/art_aaaaaaaaaaaaaaaa"):
+        got, head = client.get(path), client.head(path)
+        assert (head.status_code, head.content) == (got.status_code, b""), path
+        assert head.headers["content-length"] == got.headers["content-length"] == str(len(got.content)), path
+        assert head.headers["content-type"] == got.headers["content-type"], path
+
+
+def test_a_non_ascii_namespace_header_is_read_as_utf8(server):
+    """Headers are read as Latin-1: "é工" sent as UTF-8 was stored in namespace "Ã©å·¥"."""
+    off, client = server
+    header = {"X-Offload-Namespace": "é工".encode()}  # its UTF-8 bytes, as curl sends them
+    made = client.post("/api/artifacts?tool=hdr", content=b"x\n", headers=header)
+    assert made.status_code == 201
+    assert [a["id"] for a in off.for_namespace("é工").list()[0]] == [made.json()["artifact_id"]]
+    assert [a["id"] for a in client.get("/api/artifacts", headers=header).json()["items"]] == [made.json()["artifact_id"]]
+    # bytes that are no UTF-8, as a server receives them (the test client sends its headers re-encoded)
+    status, body = _asgi_get(client.app, "/api/artifacts", [(b"x-offload-namespace", "été".encode("latin-1"))])
+    assert status == 400 and "not UTF-8" in json.loads(body)["message"]
+
+
+def _asgi_get(app, path: str, headers: list[tuple[bytes, bytes]]) -> tuple[int, bytes]:
+    """A GET straight through the ASGI app, with these raw header bytes."""
+    import asyncio
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "GET", "scheme": "http",
+             "path": path, "raw_path": path.encode(), "query_string": b"", "root_path": "",
+             "headers": [(b"host", b"127.0.0.1"), *headers], "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    sent: list[dict] = []
+
+    async def receive():
+        return {"type": "http.request", "body": b"", "more_body": False}
+
+    async def send(message):
+        sent.append(message)
+
+    asyncio.run(app(scope, receive, send))
+    start = next(m for m in sent if m["type"] == "http.response.start")
+    return start["status"], b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+
+
+def test_a_text_filter_too_long_for_the_store_is_refused_as_the_argument(server):
+    """60,000 characters were a 503 "store_error" (SQLite: LIKE pattern too complex)."""
+    _, client = server
+    answer = client.get("/api/artifacts", params={"text": "a" * 60_000})
+    assert answer.status_code == 422 and "up to 1,000 characters" in answer.json()["message"]
+
+
 def test_the_text_filter_reads_the_args_keys_and_values_not_their_json(server):
     """text=" (or {, :) listed every artifact that had args: the filter matched the JSON they are stored as."""
     off, client = server

@@ -16,7 +16,7 @@ from urllib.parse import urlsplit
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse, RedirectResponse
+from fastapi.responses import JSONResponse, RedirectResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from ..errors import OffloadError
@@ -130,7 +130,14 @@ def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
         problem = _check_request(request, config)
         if problem is not None:
             return problem
+        # HEAD wherever GET is (RFC 9110), answered as GET without the body: the routes said 405 but
+        # for the raw bytes, which size themselves without reading them
+        head = request.method == "HEAD" and not request.url.path.endswith("/raw")
+        if head:
+            request.scope["method"] = "GET"
         response = await call_next(request)
+        if head:
+            response = Response(status_code=response.status_code, headers=dict(response.headers))
         for name, value in SECURITY_HEADERS.items():
             response.headers.setdefault(name, value)
         if request.url.path in ("/docs", "/redoc"):
@@ -162,7 +169,14 @@ def _check_request(request: Request, config: ApiConfig) -> JSONResponse | None:
                                       "not change this server's store.")
         elif origin and not is_loopback(_hostname(origin) or ""):
             return error_response(403, "forbidden", f"Origin {origin!r} may not call this server.")
-    namespace = request.headers.get("x-offload-namespace") or request.query_params.get("namespace")
+    namespace = request.headers.get("x-offload-namespace")
+    if namespace:  # HTTP headers are read as Latin-1: "é工" sent as UTF-8 landed in namespace "Ã©å·¥"
+        try:
+            namespace = namespace.encode("latin-1").decode("utf-8")
+        except UnicodeError:
+            return error_response(400, "bad_request", "The X-Offload-Namespace header is not UTF-8: send the "
+                                  "namespace's UTF-8 bytes, or give it as ?namespace= (percent-encoded).")
+    namespace = namespace or request.query_params.get("namespace")
     request.state.namespace = namespace
     if not config.tokens:
         return None

@@ -11,6 +11,7 @@ from typing import Any, Iterator
 
 import sqlalchemy as sa
 
+from ..errors import InvalidArgument
 from ..jsontext import dumps, loads
 from .models import artifacts
 from .records import column_text
@@ -54,6 +55,9 @@ def _aliased(text: str) -> str:
     return text.replace(SEPARATOR, "\\x1f")
 
 
+MAX_TEXT = 1000  # characters of a listing's `text`: far more than any name, id or argument one looks for
+
+
 def text_filter(text: str) -> sa.ColumnElement[bool]:
     """Artifacts whose tool, args, session or id holds `text` (as column_text writes it): a plain
     substring, % and _ in it being themselves, not LIKE wildcards.
@@ -64,6 +68,8 @@ def text_filter(text: str) -> sa.ColumnElement[bool]:
     SQLite ignores the case of ASCII letters, DuckDB and PostgreSQL do not. Not meta, whose keys
     ("notes", ...) every row holds, so that text=notes matched every artifact.
     """
+    if len(text) > MAX_TEXT:  # SQLite refuses a LIKE pattern over 50,000 bytes ("too complex"): a store error
+        raise InvalidArgument(f"the text to find may be up to {MAX_TEXT:,} characters (got {len(text):,})")
     a = artifacts.c
     return sa.or_(a.tool.contains(text, autoescape=True), a.args_text.contains(_aliased(text), autoescape=True),
                   a.session.contains(text, autoescape=True), a.id.contains(text, autoescape=True))
