@@ -337,6 +337,10 @@ def test_integers_are_strict_in_bodies_and_query_strings(server):
             assert (answer.status_code, body["error"]) == (422, "invalid_argument"), (path, name, text, body)
             assert body["message"].startswith(f"query.{name}: ") and "plain decimal" in body["message"], body
         assert client.get(path, params={name: "10"}).status_code == 200, (path, name)
+        # digits beyond any 64-bit integer: said so (5,000 of them were Python's "Exceeds the limit (4300
+        # digits) ... use sys.set_int_max_str_digits()")
+        huge = client.get(path, params={name: "9" * 5000}).json()
+        assert huge["message"] == f"query.{name}: Input should be an integer of at most 19 digits (got 5,000 digits)"
     assert client.get(f"/api/artifacts/{aid}/slice", params={"offset": "-1", "unit": "items"}).json()["offset"] == 4999
     bounded = client.get("/openapi.json").json()["paths"]["/api/stats"]["get"]["parameters"][0]
     assert (bounded["name"], bounded["schema"]["type"], bounded["schema"]["minimum"]) == ("top", "integer", 1)

@@ -29,6 +29,9 @@ def _plain_integer(value: Any) -> Any:
         if not is_plain_integer(value):
             raise PydanticCustomError("int_plain_decimal", "Input should be an integer in plain decimal digits, "
                                       "such as 10 or -40 (got {text})", {"text": repr(value)})
+        if len(value.lstrip("-")) > 19:  # beyond any 64-bit integer; int() of 4,300 digits and more raised
+            raise PydanticCustomError("int_too_large", "Input should be an integer of at most 19 digits "
+                                      "(got {digits} digits)", {"digits": f"{len(value.lstrip('-')):,}"})
         return int(value)
     return value  # a default, already an int
 
