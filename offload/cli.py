@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -94,6 +95,16 @@ def _main(ctx: typer.Context,
                                                   help="Namespace (tenant) to act in.")) -> None:
     state.url, state.namespace, state._off = url, namespace, None
     state.existing = ctx.invoked_subcommand in _NEED_A_STORE
+
+
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _cell(value: Any) -> str:
+    """A value as one line of a table: control characters as their escapes (`\\n`, `\\x1b`), so that a
+    tool named "a\\nb" or holding a colour code neither splits its row nor colours the terminal."""
+    text = str(value)
+    return _CONTROL.sub(lambda found: repr(found.group())[1:-1], text) if _CONTROL.search(text) else text
 
 
 def _print_json(data: Any) -> None:
@@ -224,7 +235,7 @@ def show(artifact_id: str, as_json: bool = typer.Option(False, "--json")) -> Non
                 "shown_tokens", "session", "namespace", "pinned", "created_at", "expires_at", "sha256"):
         if meta.get(key) is not None:
             note = label if key == "tokens" else " (estimate)" if key == "shown_tokens" and label else ""
-            typer.echo(f"{key:>13}: {meta[key]}{note}")
+            typer.echo(f"{key:>13}: {_cell(meta[key])}{note}")
     if meta.get("args"):
         typer.echo(f"{'args':>13}: {dumps(meta['args']).decode()}")
     if ref.get("preview"):
@@ -249,7 +260,7 @@ def ls(limit: int = typer.Option(50, help="Rows per page."),
     typer.echo(f"{'ID':<22} {'CREATED':<20} {'TOOL':<16} {'KIND':<7} {'BYTES':>13} {'~TOKENS':>11}")
     for r in rows:
         pin = " pinned" if r["pinned"] else ""
-        typer.echo(f"{r['id']:<22} {r['created_at'][:19]:<20} {r['tool'][:16]:<16} {r['kind']:<7} "
+        typer.echo(f"{r['id']:<22} {r['created_at'][:19]:<20} {_cell(r['tool'])[:16]:<16} {r['kind']:<7} "
                    f"{r['bytes']:>13,} {r['tokens']:>11,}{pin}")
     if next_cursor:  # the same listing's next page: the cursor holds where, not what
         typer.echo(f"more: offload ls{_options(limit=limit, **filters)} --cursor {next_cursor}")
@@ -437,7 +448,7 @@ def extracts(artifact: Optional[str] = typer.Option(None, "--artifact", help="On
         return _print_json({"items": rows, "next_cursor": next_cursor})
     for r in rows:
         typer.echo(f"{r['id']}  {r['created_at'][:19]}  {r['artifact_id']}  {r['op']:<8} "
-                   f"{(r['expression'] or '')[:60]!s:<60}  {r['result_bytes']:>10,} B  {r['duration_ms']:.1f} ms")
+                   f"{_cell(r['expression'] or '')[:60]:<60}  {r['result_bytes']:>10,} B  {r['duration_ms']:.1f} ms")
     if next_cursor:
         typer.echo(f"more: offload extracts{_options(artifact=artifact, since=since, limit=limit)} --cursor {next_cursor}")
 
@@ -460,7 +471,7 @@ def rerun(extract: Optional[str] = typer.Option(None, "--extract", help="Rerun t
     else:
         for r in results:
             typer.echo(f"{r['status']:<9} {r['extract_id']}  {r['artifact_id']}  {r['kind']:<8} "
-                       f"{(r['expression'] or '')[:50]}" + (f"  ({r['detail']})" if r["detail"] else ""))
+                       f"{_cell(r['expression'] or '')[:50]}" + (f"  ({r['detail']})" if r["detail"] else ""))
         counts = {s: sum(r["status"] == s for r in results) for s in ("unchanged", "changed", "failed")}
         typer.echo(", ".join(f"{n} {s}" for s, n in counts.items()))
     if any(r["status"] != "unchanged" for r in results):
@@ -529,7 +540,7 @@ def stats(as_json: bool = typer.Option(False, "--json")) -> None:
     for title, key in (("per tool", "by_tool"), ("per session", "by_session")):
         typer.echo(f"\n{title}:")
         for row in data[key][:20]:
-            typer.echo(f"  {str(row['name'] or '-')[:30]:<30} {row['artifacts']:>7,} artifacts "
+            typer.echo(f"  {_cell(row['name'] or '-')[:30]:<30} {row['artifacts']:>7,} artifacts "
                        f"{row['bytes']:>15,} B  ~{row['tokens_saved']:>13,} tokens saved")
 
 

@@ -377,6 +377,17 @@ def test_an_empty_id_is_no_id_for_extracts_and_rerun(url):
     assert "1 unchanged" in offload("--url", url, "rerun").stdout
 
 
+def test_a_tool_name_with_control_characters_stays_on_its_row(url):
+    """A tool named "a\\nb" split its `ls` row in two, and an ESC in it coloured the terminal."""
+    offload("--url", url, "put", "-", "--tool", "a\nb\x1b[31m", input="x\n")
+    listed = offload("--url", url, "ls").stdout.splitlines()
+    assert len(listed) == 2 and "a\\nb\\x1b[31m" in listed[1] and "\x1b" not in "".join(listed)
+    shown = offload("--url", url, "show", listed[1].split()[0]).stdout
+    assert "         tool: a\\nb\\x1b[31m\n" in shown
+    assert "a\\nb\\x1b[31m" in offload("--url", url, "stats").stdout
+    assert json.loads(offload("--url", url, "ls", "--json").stdout)["items"][0]["tool"] == "a\nb\x1b[31m"
+
+
 def test_db_upgrade_is_idempotent(tmp_path):
     url = f"sqlite:///{tmp_path / 'fresh.db'}"
     first = offload("--url", url, "db", "upgrade").stdout
