@@ -219,7 +219,7 @@ def _kinds(values: Iterable[str], kinds: set[str]) -> set[str]:
     if not kinds:  # the first values tell the kinds to look for
         _kinds_one_by_one(present[:64], kinds)
     huge = "integer" in kinds and max(map(len, present)) > 18  # perhaps beyond 64 bits: a float
-    if "string" in kinds or not huge and _all_of(frozenset(kinds)).fullmatch("\x00".join(present)):
+    if "string" in kinds or not huge and _all_of(frozenset(kinds)).fullmatch("\x00".join(present) + "\x00"):
         return kinds
     return _kinds_one_by_one(present, kinds)
 
@@ -237,9 +237,12 @@ def _kinds_one_by_one(present: list[str], kinds: set[str]) -> set[str]:
 
 @functools.lru_cache(maxsize=None)
 def _all_of(kinds: frozenset[str]) -> re.Pattern:
-    """Values of these kinds only, joined by NUL (which none of them holds)."""
+    """Values of these kinds only, each followed by a NUL (which none of them holds). Each value with its
+    NUL is an atomic group: once matched, never tried again another way, so a value of no such kind
+    fails at once. Without it, a column of integers and floats that met `abc` backtracked through every
+    way of reading each earlier value as either: 1.6 s for 40 values, exponential in them."""
     one = "(?:" + "|".join(pattern.pattern for name, pattern in _PATTERNS if name in kinds) + ")"
-    return re.compile(f"(?:{one}\x00)*{one}", re.ASCII)
+    return re.compile(f"(?>{one}\x00)*+", re.ASCII)
 
 
 def _type_of(kinds: set[str]) -> str:
