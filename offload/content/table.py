@@ -1,9 +1,8 @@
 """Facts about a CSV/TSV result: its columns, their types and null counts, and the exact row count.
 
-Rows are counted exactly (a quoted field may span lines, so rows are not lines); types are inferred
-from the first rows when the table is big, and the shape says how many. Null counts are exact up to
-EXACT_NULLS_CHARS of text (a full parse, ~50 ms a MB); above, they come from the same first rows and
-say so. The SQL table (tools/sql.py) reads the text with this module's rules (`read_layout`, `records`,
+Rows are counted exactly (a quoted field may span lines, so rows are not lines). Types and null counts
+are over every row up to EXACT_NULLS_CHARS of text (a full parse, ~50 ms a MB); above, they come from
+the first TYPE_SAMPLE rows, and the shape says so. The SQL table (tools/sql.py) reads the text with this module's rules (`read_layout`, `records`,
 `column_names`), so that its rows, names and NULLs are the ones the shape states.
 """
 
@@ -155,7 +154,7 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
         shape["quoting"] = "none"
     if len(names) > MAX_COLUMNS:
         shape["more_columns"] = len(names) - MAX_COLUMNS
-    if sampled:
+    if sampled and counts is None:  # types and nulls from the first rows only
         shape["sampled"] = TYPE_SAMPLE
     return shape
 
