@@ -527,6 +527,18 @@ def test_stats_list_the_top_groups_and_sum_the_rest_exactly(store_url):
     store.engine.dispose()
 
 
+def test_stats_count_a_small_stored_result_as_keeping_nothing_out(store_url):
+    """A result `put` stored though it was small was shown a reference longer than itself: counted as
+    negative tokens kept out, it made its tool's figure and the total negative."""
+    store = _store(store_url)
+    _put(store, b"big\n", tool="grep", tokens=5_000, shown_tokens=300)
+    _put(store, b"tiny\n", tool="put", tokens=3, shown_tokens=140)
+    stats = store.stats("")
+    assert stats["tokens_saved"] == 4_700
+    assert {g["name"]: g["tokens_saved"] for g in stats["by_tool"]} == {"grep": 4_700, "put": 0}
+    store.engine.dispose()
+
+
 def test_list_text_filter_is_a_plain_substring(store_url):
     """% and _ in the text filter match themselves, not anything (LIKE wildcards are escaped)."""
     store = _store(store_url)

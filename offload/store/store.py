@@ -442,12 +442,14 @@ class Store(ContentReading, ExtractLog, QuotaCheck):
         """Counts and sizes of live artifacts, and tokens kept out of the context, per session and tool
         (the `top` that kept out most, and the rest summed in `by_tool_rest`, `by_session_rest`).
 
-        Tokens kept out = the raw result's estimate minus what the model was shown instead. `store_bytes`
+        Tokens kept out = for each artifact, the raw result's estimate minus what the model was shown
+        instead, when that is more: a small result `put` stored (its reference longer than itself) keeps
+        nothing out; counted as less than nothing, it made totals negative. `store_bytes`
         is what those artifacts take once identical content is counted once: this namespace's own
         figure (the store's total would tell one tenant what the others keep).
         """
         a = artifacts.c
-        saved = sa.func.sum(a.tokens - a.shown_tokens)
+        saved = sa.func.sum(sa.case((a.tokens > a.shown_tokens, a.tokens - a.shown_tokens), else_=0))
         mine = sa.and_(a.namespace == namespace, _live())
         base = sa.select(sa.func.count(), sa.func.coalesce(sa.func.sum(a.bytes), 0),
                          sa.func.coalesce(sa.func.sum(a.tokens), 0), sa.func.coalesce(saved, 0)).where(mine)
