@@ -113,11 +113,12 @@ def _shell_fields(result: dict) -> dict | None:
     fields = {key: value for key, value in result.items() if key not in _SHELL_KEYS}
     if not fields:
         return fields
+    if not all(isinstance(key, str) for key in fields):
+        return None
     try:
-        size = len(dumps(fields, non_str_keys=True))
+        return fields if len(dumps(fields)) <= SHELL_FIELDS_BYTES else None
     except Exception:  # noqa: BLE001 - not JSON-able: the document's own path says why
         return None
-    return fields if size <= SHELL_FIELDS_BYTES and all(isinstance(key, str) for key in fields) else None
 
 
 def to_payload(result: Any) -> Payload:
@@ -135,7 +136,7 @@ def to_payload(result: Any) -> Payload:
 
 
 def cheap_fits(payload: Payload, limit: int) -> bool:
-    """True when a result that is not a shell's (`Offloader._shell_fits` holds stdout and stderr each to
+    """True when a result that is not a shell's (`PassThrough._shell_fits` holds stdout and stderr each to
     its own limit) surely fits without estimating: a token is at least one UTF-8 byte of what the model
     reads (an object's JSON text, or `sent_bytes` of a text)."""
     if len(payload.data) > limit:

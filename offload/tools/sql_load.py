@@ -56,11 +56,7 @@ def fill_json(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt: st
     differing only in case `name_1`, and `name` then reads the column of `Name` (nested, it fails). Such
     keys are renamed first (`_case_renames`), and the note says which column holds which key."""
     try:
-        try:
-            _read_json(conn, _write(folder, "artifact.json", data), fmt, len(data))
-        except duckdb.InvalidInputException as exc:
-            if "Malformed JSON" not in str(exc) or not _read_scalars(conn, folder, data, fmt, items):
-                raise
+        _read_rows(conn, folder, data, fmt, items)
         failed = None
         if not _renamed_by_duckdb([name for (name,) in conn.execute("SELECT column_name FROM "
                                                                     "(DESCRIBE artifact)").fetchall()]):
@@ -70,8 +66,7 @@ def fill_json(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt: st
             raise
         failed = exc
     if items is None:
-        items = (parse_json(data) if fmt == "array"
-                 else [parse_json(line) for line in data.splitlines() if line.strip()])
+        items = _rows(data, fmt)
     renames = _case_renames(items)
     if not renames:
         if failed is not None:
@@ -83,6 +78,20 @@ def fill_json(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt: st
     return [_renames_note(renames)]
 
 
+def _rows(data: bytes, fmt: str) -> list[Any]:
+    """The document's rows, parsed: its main array, or its NDJSON lines."""
+    return parse_json(data) if fmt == "array" else [parse_json(line) for line in data.splitlines() if line.strip()]
+
+
+def _read_rows(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt: str, items: list[Any] | None) -> None:
+    """The document as the table, or its rows as objects when DuckDB calls it malformed (`_read_scalars`)."""
+    try:
+        _read_json(conn, _write(folder, "artifact.json", data), fmt, len(data))
+    except duckdb.InvalidInputException as exc:
+        if "Malformed JSON" not in str(exc) or not _read_scalars(conn, folder, data, fmt, items):
+            raise
+
+
 def _read_scalars(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt: str,
                   items: list[Any] | None) -> bool:
     """Rows that are no objects, as objects of one key, `json`, the column DuckDB names them: its reader
@@ -90,8 +99,7 @@ def _read_scalars(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, fmt
     JSON at byte 42"), which it reads inside an object (as a DOUBLE). False when some row is an object."""
     if items is None:
         try:
-            items = (parse_json(data) if fmt == "array"
-                     else [parse_json(line) for line in data.splitlines() if line.strip()])
+            items = _rows(data, fmt)
         except ValueError:  # malformed indeed: DuckDB's error says where
             return False
     if not isinstance(items, list) or any(isinstance(item, dict) for item in items):
