@@ -89,7 +89,7 @@ class ReferenceBuilder:
         of brackets or repeated letters). Each retry shrinks the preview by what is still over, scaled
         by how much the counter undercounted the preview; the shape, then hints, give way after that.
         A JSON preview that fits but shows no item gets the room of the hints past two, then of the
-        shape; a shrunk preview that leaves room is grown into it, twice at most (see GROW_ROOM).
+        shape, then of the hint past one; a shrunk preview that leaves room is grown into it, twice at most (see GROW_ROOM).
         """
         measure = self.measure
         ref.preview, ref.omitted, ref.shape_text, ref.hints, ref.terse = "", "", "", [], False
@@ -134,15 +134,18 @@ class ReferenceBuilder:
                     _restore(ref, snapshot)
                 fitted = None
             if over <= 0:
-                if preview.entries and not shows and (len(ref.hints) > 2 or ref.shape_text):
+                if preview.entries and not shows and (len(ref.hints) > 1 or ref.shape_text):
                     # A JSON preview that shows none of its items says less than one would (a nested API
                     # response at the default 800 tokens showed none beside its shape and four hints): the
-                    # hints past two, then the shape (it describes every item; an item shows one) make
-                    # room. If that buys no item, the attempt before stands (`richer`).
+                    # hints past two, then the shape (it describes every item; an item shows one), then
+                    # the hint past one make room (a derived SQL result, its text in ~420 tokens beside
+                    # its JSON, showed no row beside two hints). If that buys no item, the attempt before
+                    # stands (`richer`).
                     richer = richer or _snapshot(ref)
-                    if len(ref.hints) > 2:
-                        freed = self.counter.count(_hint_lines(ref.hints[2:]))
-                        max_hints = 2
+                    if len(ref.hints) > 2 or (len(ref.hints) > 1 and not ref.shape_text):
+                        kept = 2 if len(ref.hints) > 2 else 1
+                        freed = self.counter.count(_hint_lines(ref.hints[kept:]))
+                        max_hints = kept
                     else:
                         freed = self.counter.count("Shape:\n" + ref.shape_text)
                         keep_shape = False

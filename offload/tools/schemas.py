@@ -308,7 +308,8 @@ QUERY_ARTIFACT_OUTPUT_SCHEMA: dict[str, Any] = {
                                                  "or left out, and the exact call that gets it whole."},
         "note": {"type": "string", "description": "Present when grep matched NUL-separated entries, not lines, or "
                                                   "when SQL renamed names differing only in case or read ragged CSV "
-                                                  "lines."},
+                                                  "lines (a derived result's text ends with it; this copy may "
+                                                  "give way to fit, named in left_out)."},
         "derived_from": {"type": "string"},
         "text": {"type": "string", "description": "The derived artifact's reference as the model reads it."},
         "left_out": {"type": "object", "description": "Present when members of this JSON gave way to fit the budget: which (fields), and why (the text form states them)."},
