@@ -144,6 +144,24 @@ def test_inline_answers_fit_the_budget_as_the_model_reads_them(off, real_count, 
     assert out.text.startswith("[\n") and out.structured["next"]["offset"] == out.structured["next_offset"]
 
 
+@pytest.mark.parametrize("given", ["object", "minified text"])
+def test_a_grep_spaced_as_the_preview_shows_json_names_the_compact_pattern_that_matches(off, given):
+    # the preview shows `{"id": 7, ...}`; the stored JSON (a Python object's, an API's minified text) has
+    # no spaces, and the pattern copied from the preview matched nothing, with nothing saying why
+    items = [{"id": i, "status": "ok" if i % 3 else "bad", "tags": ["a", "b"]} for i in range(5000)]
+    ref = off.put(items if given == "object" else json.dumps(items, separators=(",", ":")), tool="api")
+    assert '{"id": 4, "status": "ok", "tags": ["a", "b"]}' in ref.preview
+    out = dispatch(off, "query_artifact", {"artifact_id": ref.artifact_id, "grep": '"id": 4, "status": "ok"'})
+    assert out.structured["count"] == 0
+    call = f'query_artifact(artifact_id="{ref.artifact_id}", grep="\\"id\\":4,\\"status\\":\\"ok\\"")'
+    assert call in out.structured["note"] and "matches 1 line" in out.structured["note"], out.structured
+    assert call in out.text
+    assert off.query_artifact(ref.artifact_id, grep='"id":4,"status":"ok"')["count"] == 1  # the call it names runs
+    # a pattern that matches nothing spaced or not, or one with no JSON spacing, gets no such note
+    assert "note" not in off.query_artifact(ref.artifact_id, grep='"id": 99999,')
+    assert "note" not in off.query_artifact(ref.artifact_id, grep="nowhere")
+
+
 def test_limit_zero_is_refused_naming_the_argument(off):
     jid = off.put(orjson.dumps([{"i": i} for i in range(100)]), tool="api").artifact_id
     tid = off.put(b"line\n" * 100, tool="read").artifact_id

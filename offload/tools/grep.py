@@ -101,6 +101,16 @@ def _compile_regex(pattern: str, ignore_case: bool) -> tuple[Any, Any | None]:
     return line_pattern, block_pattern
 
 
+_SPACED = re.compile(r"([\"\]}\d]|true|false|null)([:,]) +")  # `"id": 7`, `1, 2`, `"a", "b"`
+
+
+def unspaced(pattern: str) -> str | None:
+    """`pattern` without the spaces after the `:` and `,` that follow a JSON value or key (`"id": 7` ->
+    `"id":7`), or None when it has none: the preview shows JSON spaced, compact JSON has no spaces."""
+    plain = _SPACED.sub(r"\1\2", pattern)
+    return plain if plain != pattern else None
+
+
 def grep_lines(
     lines: Iterable[str],
     pattern: str,

@@ -23,7 +23,7 @@ from ..jsontext import dumps, standard_text
 from ..store import Store
 from ..tokens import surely_over
 from .engines import BoundedCache, detached, grep_lines, jmespath_example, run_jmespath
-from .grep import match_span
+from .grep import match_span, unspaced
 from .schemas import encode_item, render_query
 from .pages import absolute, nul_entries, validate
 from ..utf8 import encodable
@@ -310,15 +310,14 @@ class QueryRunner:
         page = grep_lines(self._lines(row, entries), pattern, offset=offset, limit=limit, context=context,
                           timeout=self.timeout)
         args = {"limit": limit, "context": context}
+        note = ENTRIES_NOTE if entries else self._unspaced_note(row, pattern) if not page.total else None
 
         def respond(n: int, lines: list[str] | None = None, cut: str | None = None) -> dict:
             end = page.offset + n
             if lines is None:
                 lines = _grep_text(_first_matches(page.matches, n, context))
             response = self._response(row, "grep", pattern, lines, page.total, end if end < page.total else None,
-                                      args, cut)
-            if entries:
-                response["note"] = ENTRIES_NOTE
+                                      args, cut, note)
             return response
 
         bound = self._bound(len(entry["text"]) for entry in page.matches if entry["match"])
@@ -369,6 +368,23 @@ class QueryRunner:
         if not self._fits(attempt(0)):
             raise self._too_small("grep")
         return attempt(_fit_prefix(longest - 1, lambda width: self._fits(attempt(width))))
+
+    def _unspaced_note(self, row: dict, pattern: str) -> str | None:
+        """For a pattern that matched nothing in JSON, spaced as the preview shows JSON (`"id": 7`): the
+        same pattern without the spaces after `:` and `,`, when it matches, since compact JSON (an API's,
+        or a Python object's as offload stores it) has none."""
+        plain = unspaced(pattern) if row["kind"] in ("json", "ndjson") else None
+        if plain is None:
+            return None
+        try:
+            found = grep_lines(self._lines(row), plain, limit=0, timeout=self.timeout).total
+        except (QueryError, QueryTimeout):
+            return None
+        if not found:
+            return None
+        call = f'query_artifact(artifact_id="{row["id"]}", grep={json.dumps(plain, ensure_ascii=False)})'
+        return (f"the stored JSON has no space after \":\" or \",\" where the preview shows one; without them the "
+                f"pattern matches {found:,} line{'s' if found != 1 else ''}: {call}")
 
     def _sql(self, row: dict, sql: str, offset: int, limit: int | None) -> Outcome:
         if offset < 0:

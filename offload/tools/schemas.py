@@ -307,6 +307,8 @@ QUERY_ARTIFACT_OUTPUT_SCHEMA: dict[str, Any] = {
         "cut": {"type": "string", "description": "Present when a result was too big for the page: what was cut "
                                                  "or left out, and the exact call that gets it whole."},
         "note": {"type": "string", "description": "Present when grep matched NUL-separated entries, not lines, or "
+                                                  "matched no JSON spaced as the preview spaces it (it names the "
+                                                  "compact pattern that matches), or "
                                                   "when SQL renamed names differing only in case or read ragged CSV "
                                                   "lines (a derived result's text ends with it; this copy may "
                                                   "give way to fit, named in left_out)."},
