@@ -183,6 +183,7 @@ class Offloader:
             ref.same_as = self._same_result(tool, stored_args, session, ref.sha256)  # named before fitting: it takes room
             if payload.is_shell:
                 ref.kind, ref.exit_code, ref.shell_fields = "shell", payload.exit_code, payload.fields
+                ref.stream = payload.stream
                 if stderr_ref is not None:
                     ref.stderr, ref.stderr_bytes = stderr_ref.preview, stderr_ref.bytes
                     ref.stderr_truncated = stderr_ref.truncated

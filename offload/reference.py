@@ -81,6 +81,7 @@ class Reference:
     error: str | None = None  # why it was not stored
     exit_code: int | None = None
     shell_fields: dict[str, Any] | None = None  # a shell dict's other keys, whole (results.SHELL_FIELDS_BYTES)
+    stream: str | None = None  # what a shell dict called its stdout, when not `stdout` ("output")
     stderr: str | None = None  # stderr preview (shell)
     stderr_bytes: int | None = None
     stderr_artifact_id: str | None = None
@@ -211,7 +212,8 @@ class Reference:
         if self.shape_text:
             parts.append("Shape:\n" + self.shape_text)
         if self.preview:
-            what = "Preview (stdout)" if self.kind == "shell" or self.exit_code is not None else "Preview"
+            what = (f"Preview ({self.stream or 'stdout'})" if self.kind == "shell" or self.exit_code is not None
+                    else "Preview")
             parts.append(f"{what}{' — partial' if self.truncated else ' — complete'}:\n{self.preview}")
         if self.omitted:
             parts.append(self.omitted[:1].upper() + self.omitted[1:] + ".")

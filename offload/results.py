@@ -23,6 +23,7 @@ class Payload:
     stderr: bytes | None = None
     exit_code: int | None = None
     fields: dict | None = None  # a shell dict's other keys ({"duration_ms": 12}), shown beside the exit code
+    stream: str | None = None  # what a shell dict called its stdout, when not `stdout` ("output")
 
     @property
     def is_shell(self) -> bool:
@@ -85,32 +86,44 @@ def _exit_code(code: Any) -> int | None:
     return None
 
 
-_SHELL_KEYS = {"stdout", "stderr", "exit_code", "returncode"}
+_CODE_KEYS = {"exit_code", "returncode"}
 SHELL_FIELDS_BYTES = 1024  # a shell dict's other keys, as JSON, shown whole beside the exit code up to this
 
 
-def _shell_parts(result: Any) -> tuple[Any, Any, Any, dict | None] | None:
+def _shell_parts(result: Any) -> tuple[Any, Any, Any, dict | None, str] | None:
+    """(stdout, stderr, exit code, other fields, what the stdout is called) of a shell result, else None.
+
+    A dict is one with `stdout` and a `stderr` or an exit code, or with `output` (text: the combined
+    stream some harnesses return) and an exit code. Stored as a JSON document instead, its output was
+    cut to ~250 characters in the middle of the shape, and the error at its end went unseen."""
     if isinstance(result, subprocess.CompletedProcess):
-        return result.stdout, result.stderr, result.returncode, None
-    if isinstance(result, dict) and "stdout" in result and ({"stderr", "exit_code", "returncode"} & result.keys()):
-        code = result.get("exit_code", result.get("returncode"))
-        if code is not None and _exit_code(code) is None:
+        return result.stdout, result.stderr, result.returncode, None, "stdout"
+    if isinstance(result, dict):
+        if "stdout" in result and ({"stderr"} | _CODE_KEYS) & result.keys():
+            stream = "stdout"
+        elif "output" in result and isinstance(result["output"], (str, bytes, type(None))) and _CODE_KEYS & result.keys():
+            stream = "output"
+        else:
             return None
-        fields = _shell_fields(result)
+        code = result.get("exit_code", result.get("returncode"))
+        if (code is not None or stream == "output") and _exit_code(code) is None:
+            return None
+        fields = _shell_fields(result, stream)
         if fields is not None:
-            return result.get("stdout"), result.get("stderr"), _exit_code(code) if code is not None else None, fields
+            return (result.get(stream), result.get("stderr"), _exit_code(code) if code is not None else None, fields,
+                    stream)
     if (isinstance(result, tuple) and len(result) == 3 and isinstance(result[0], (str, bytes, type(None)))
             and isinstance(result[1], (str, bytes, type(None))) and isinstance(result[2], int)):
-        return (*result, None)
+        return (*result, None, "stdout")
     return None
 
 
-def _shell_fields(result: dict) -> dict | None:
-    """A shell dict's keys besides stdout, stderr and the exit code (`duration_ms`, `timed_out`, `cwd`):
-    {} when there are none, None when they are more than SHELL_FIELDS_BYTES of JSON (or not JSON-able),
-    which leaves the whole dict a JSON document. Before, any other key did: stdout and stderr were then
-    cut as two strings of the document, and an error at the end of stderr went unseen."""
-    fields = {key: value for key, value in result.items() if key not in _SHELL_KEYS}
+def _shell_fields(result: dict, stream: str) -> dict | None:
+    """A shell dict's keys besides its stdout (or output), stderr and the exit code (`duration_ms`,
+    `timed_out`, `cwd`): {} when there are none, None when they are more than SHELL_FIELDS_BYTES of JSON
+    (or not JSON-able), which leaves the whole dict a JSON document. Before, any other key did: stdout
+    and stderr were then cut as two strings of the document, and an error at the end of stderr went unseen."""
+    fields = {key: value for key, value in result.items() if key not in {stream, "stderr", *_CODE_KEYS}}
     if not fields:
         return fields
     if not all(isinstance(key, str) for key in fields):
@@ -124,10 +137,11 @@ def _shell_fields(result: dict) -> dict | None:
 def to_payload(result: Any) -> Payload:
     shell = _shell_parts(result)
     if shell is not None:
-        stdout, stderr, code, fields = shell
+        stdout, stderr, code, fields, stream = shell
         data, text = _as_bytes(stdout)
         err, _ = _as_bytes(stderr)
-        return Payload(data, text, stderr=err, exit_code=code, fields=fields or None)
+        return Payload(data, text, stderr=err, exit_code=code, fields=fields or None,
+                       stream=None if stream == "stdout" else stream)
     if isinstance(result, (str, bytes, bytearray, memoryview)):
         data, text = _as_bytes(result)
         return Payload(data, text)

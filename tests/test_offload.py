@@ -801,6 +801,26 @@ def test_a_shell_dict_with_other_fields_keeps_its_stderr_error_and_exit_code(sql
     assert ref.kind == "json" and json.loads(raw(off, ref.artifact_id)) == listed
 
 
+def test_an_output_and_exit_code_dict_is_a_shell_result_with_the_error_at_its_end(sqlite_url, real_count):
+    """{"output", "exit_code"} (one stream, as some harnesses return it) was a JSON document, its output
+    cut to its first ~250 characters in the middle of the shape: the failure on its last line went unseen."""
+    off = Offloader(sqlite_url)
+    output = "".join(f"[{i:05d}] compiling module {i}\n" for i in range(20_000)) + "error: build FAILED\n"
+    ref = off.process("bash", {"output": output, "returncode": 2, "duration_ms": 5120})
+    text = assert_reference(ref, output.encode(), real_count)
+    assert ref.kind == "shell" and "Exit code: 2." in text and "Preview (output)" in text
+    assert text.split("Preview (output)")[1].count("error: build FAILED") == 1
+    assert 'Its other fields: {"duration_ms":5120}' in text and ref.to_dict()["stream"] == "output"
+    assert raw(off, ref.artifact_id) == output.encode()
+    small = {"output": "ok\n", "exit_code": 0}
+    assert off.process("bash", small) is small
+    # not a shell result: output that is not text, or no exit code (or one that is not a number)
+    for other in ({"output": {"rows": [1] * 5000}, "exit_code": 0}, {"output": output},
+                  {"output": output, "exit_code": "segfault"}):
+        ref = off.process("bash", other)
+        assert ref.kind == "json" and json.loads(raw(off, ref.artifact_id)) == other
+
+
 def test_a_huge_shell_result_is_not_estimated_whole_before_its_reference(sqlite_url):
     """Its size alone puts it over the budget (`surely_over`), as for any other result: the 3 MB stdout
     was counted whole to decide, then again for its reference, and the 2 MB stderr to size its share of
