@@ -174,6 +174,32 @@ def test_unknown_and_other_namespace_ids_are_not_found(off, log_ref, store_url):
         assert other.list()[0] == []
 
 
+def test_a_models_call_is_read_as_it_meant_it(off, log_ref):
+    """Models fill every field (null for "the default"), write numbers as strings and copy ids with the
+    quotes or spaces around them: each was refused, the id as "not found", and that message named
+    `offload ls`, which a model cannot run."""
+    from offload.tools.schemas import TOOLS, dispatch
+
+    ref, _ = log_ref
+    aid = ref.artifact_id
+    plain = dispatch(off, "fetch_slice", {"artifact_id": aid, "offset": -40})
+    for args in ({"artifact_id": aid, "offset": "-40", "limit": None, "unit": None, "path": None},
+                 {"artifact_id": f' "{aid}" ', "offset": " -40 "}, {"artifact_id": aid.upper(), "offset": -40}):
+        out = dispatch(off, "fetch_slice", args)
+        assert not out.is_error and out.text == plain.text, (args, out.text[:300])
+    nulls = {name: None for name in TOOLS["query_artifact"]["input_schema"]["properties"] if name != "artifact_id"}
+    out = dispatch(off, "query_artifact", {"artifact_id": aid, **nulls, "grep": "ERROR", "limit": "2"})
+    assert not out.is_error and out.structured["result"] == off.query_artifact(aid, grep="ERROR", limit=2)["result"]
+    # what is in doubt is still refused, with the reason
+    for args, says in (({"artifact_id": aid, "offset": "ten"}, "integer"), ({"artifact_id": aid, "offset": "1.5"}, "integer"),
+                       ({"artifact_id": aid + "x"}, "No artifact")):
+        out = dispatch(off, "fetch_slice", args)
+        assert out.is_error and says in out.text, out.text
+    missing = dispatch(off, "fetch_slice", {"artifact_id": "art_" + "z" * 16})
+    assert missing.is_error and "offload ls" not in missing.text and "as a reference in this conversation" in missing.text
+    assert all("null" in TOOLS[name]["input_schema"]["properties"]["offset"]["type"] for name in TOOLS)
+
+
 def test_expired_ids_say_expired(off, log_ref):
     ref, _ = log_ref
     with off.store.engine.begin() as conn:

@@ -37,8 +37,8 @@ LEVELS = (
     Limits(24, 5, 2, 1),
     Limits(12, 3, 1, 0),
 )
-# One key of the first entry, when not even one entry fits at the last level: a derived SQL result's
-# text, in the ~420 tokens its JSON leaves, showed no row of 5 keys where this one fits
+# One key of the first entry, when not even one entry fits at the last level (`render_json`): a derived SQL
+# result's text, in the ~420 tokens its JSON leaves, showed no row of 5 keys where one of 1 key fits
 _THINNEST = Limits(12, 1, 1, 0)
 
 
@@ -168,22 +168,28 @@ def render_json(doc: Any, main: MainCollection, budget: int, count: Callable[[st
 
     The frame (the keys around the main collection) may take half the budget; when that leaves no room
     for a single entry, the first entry matters more than the frame's other keys: the frame is
-    tightened to what the first entry, at the tightest limits, leaves.
+    tightened to what the first entry, at the tightest limits, leaves; when even that shows none, the
+    first entry is shown with one key (`_THINNEST`).
     """
     view = _render(doc, main, budget, count, rows, budget // 2)
-    if view.shown_first or rows or not main.value:
+    if view.shown_first or not main.value:
         return view
-    first = _first_entries(main.value)[0]
-    entry = compact(first[1] if isinstance(main.value, dict) else first, LEVELS[-1], Cuts())
-    room = budget - _marker_reserve(main, count) - count(entry) - 8  # 8: the entry's indent, key and comma
-    if room <= 0:
-        return view
-    tighter = _render(doc, main, budget, count, rows, room)
-    return tighter if tighter.shown_first else view
+    frame_limit = budget // 2
+    if not rows:
+        first = _first_entries(main.value)[0]
+        entry = compact(first[1] if isinstance(main.value, dict) else first, LEVELS[-1], Cuts())
+        room = budget - _marker_reserve(main, count) - count(entry) - 8  # 8: the entry's indent, key and comma
+        if room > 0:
+            tighter = _render(doc, main, budget, count, rows, room)
+            if tighter.shown_first:
+                return tighter
+            frame_limit = room
+    thinnest = _render(doc, main, budget, count, rows, frame_limit, thinnest=True)  # one key of the first entry
+    return thinnest if thinnest.shown_first else view
 
 
 def _render(doc: Any, main: MainCollection, budget: int, count: Callable[[str], int], rows: str,
-            frame_limit: int) -> JsonView:
+            frame_limit: int, thinnest: bool = False) -> JsonView:
     frame_cuts = Cuts()
     if rows:
         before, after, indent = [], [], ""
@@ -212,6 +218,8 @@ def _render(doc: Any, main: MainCollection, budget: int, count: Callable[[str], 
             last_line, last_cuts, used = "", Cuts(), 0
     lines: list[str] = []
     line_cuts: list[Cuts] = []
+    if thinnest:
+        limits = _THINNEST  # `line` reads them
     for entry in entries:
         entry_cuts = Cuts()
         text = line(entry, entry_cuts)
@@ -261,8 +269,6 @@ def _item_limits(value: list | dict, entries: list, remaining: int, count: Calla
     for limits in LEVELS:
         if count(compact(first, limits, Cuts())) * wanted <= remaining:
             return limits
-    if count(compact(first, LEVELS[-1], Cuts())) + 1 > remaining:  # one entry of one key, rather than none
-        return _THINNEST
     return LEVELS[-1]
 
 

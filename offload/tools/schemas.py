@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..errors import OffloadError
+from ..errors import ArtifactNotFound, OffloadError
 from ..jsontext import standard_text
 
 if TYPE_CHECKING:
@@ -57,13 +57,14 @@ FETCH_SLICE_SCHEMA: dict[str, Any] = {
     "type": "object",
     "properties": {
         "artifact_id": _ID,
-        "offset": {"type": "integer", "default": 0,
-                   "description": "0-based start in `unit`s; negative counts from the end (-40: the last 40)."},
+        "offset": {"type": ["integer", "null"], "default": 0,
+                   "description": "0-based start in `unit`s; negative counts from the end (-40: the last 40); "
+                                  "null: 0."},
         "limit": {"type": ["integer", "null"], "minimum": 1, "default": None,
                   "description": "How many units (1 or more); null for as many as fit the page budget."},
-        "unit": {"type": "string", "enum": ["lines", "chars", "bytes", "items"], "default": "lines",
+        "unit": {"type": ["string", "null"], "enum": ["lines", "chars", "bytes", "items", None], "default": "lines",
                  "description": "lines, chars, bytes (binary as base64), or items of a JSON array / NDJSON rows / "
-                                "NUL-separated entries."},
+                                "NUL-separated entries; null: lines."},
         "path": {"type": ["string", "null"], "default": None,
                  "description": "With unit=items: JMESPath of the array to page (default: the main array). "
                                 "With chars or bytes: only as a cut's next gives it (the rest of a cut line or item)."},
@@ -82,14 +83,14 @@ QUERY_ARTIFACT_SCHEMA: dict[str, Any] = {
                  "description": "Regular expression over the artifact's lines, e.g. Traceback|ERROR"},
         "sql": {"type": ["string", "null"], "default": None,
                 "description": "One DuckDB SELECT over the table `artifact` (JSON array of objects, NDJSON, CSV)."},
-        "offset": {"type": "integer", "default": 0,
+        "offset": {"type": ["integer", "null"], "default": 0,
                    "description": "First result (match, row or array element) to return; negative for grep "
-                                  "counts from the end."},
+                                  "counts from the end; null: 0."},
         "limit": {"type": ["integer", "null"], "minimum": 1, "default": None,
                   "description": "How many results (1 or more); null for all (stored as a new artifact if too "
                                  "big)."},
-        "context": {"type": "integer", "minimum": 0, "maximum": 50, "default": 0,
-                    "description": "grep only: lines of context before and after each match."},
+        "context": {"type": ["integer", "null"], "minimum": 0, "maximum": 50, "default": 0,
+                    "description": "grep only: lines of context before and after each match; null: 0."},
     },
     "required": ["artifact_id"],
     "additionalProperties": False,
@@ -118,6 +119,7 @@ def dispatch(off: "Offloader", name: str, arguments: dict[str, Any] | str | None
                       '{"artifact_id": "art_…", "offset": 0}', "invalid_argument")
     if not isinstance(name, str) or name not in TOOLS:
         return error_output(f"Unknown tool {name!r}; offload provides fetch_slice and query_artifact.", "unknown_tool")
+    args = _as_meant(TOOLS[name]["input_schema"]["properties"], args)
     allowed = set(TOOLS[name]["input_schema"]["properties"])
     unknown = set(args) - allowed
     if unknown or "artifact_id" not in args:
@@ -129,6 +131,9 @@ def dispatch(off: "Offloader", name: str, arguments: dict[str, Any] | str | None
             return ToolOutput(render_slice(result), result)
         result = off.query_artifact(session=session, **args)
         return ToolOutput(render_query(result), _structured(result))
+    except ArtifactNotFound as exc:  # the CLI's and the API's listings are not the model's to call
+        return error_output(f"No artifact {exc.artifact_id!r}. Artifact ids are 'art_' and 16 letters and digits, "
+                            "exactly as a reference in this conversation names them.", exc.code)
     except OffloadError as exc:
         return error_output(exc.model_message(), exc.code)
     except TypeError as exc:
@@ -166,6 +171,27 @@ def _deeper_than(value: Any, depth: int) -> bool:
                 return True
             stack.extend((inner, level + 1) for inner in (item.values() if isinstance(item, dict) else item))
     return False
+
+
+_ID = re.compile(r"art_[a-z0-9]{16}", re.I)
+_INTEGER = re.compile(r"\s*[+-]?\d{1,19}\s*")
+
+
+def _as_meant(properties: dict[str, Any], args: dict[str, Any]) -> dict[str, Any]:
+    """A model's arguments as it meant them, where that is not in doubt: null is the default (as if left
+    out: models fill every field, `"offset": null` was refused), an integer written as a string is the
+    integer (`"-40"`, as pydantic reads a user tool's), and an id keeps no spaces, quotes or capitals
+    around its letters (`" art_…"` was "not found")."""
+    meant = {key: value for key, value in args.items() if value is not None}
+    for key, value in meant.items():
+        kind = properties.get(key, {}).get("type")
+        integer = "integer" in (kind if isinstance(kind, list) else [kind])
+        if integer and isinstance(value, str) and _INTEGER.fullmatch(value):
+            meant[key] = int(value)
+    given = meant.get("artifact_id")
+    if isinstance(given, str) and _ID.fullmatch(plain := given.strip().strip("\"'`")):
+        meant["artifact_id"] = plain.lower()
+    return meant
 
 
 def arguments_object(arguments: Any) -> dict[str, Any] | str:
