@@ -21,7 +21,7 @@ from .errors import InvalidArgument, InvalidSetting, StoreError
 from .jsontext import dumps, loads
 from .reference import Reference
 from .passthrough import PassThrough
-from .results import Payload, to_payload
+from .results import Payload, refuse_generator, to_payload
 from .settings import Settings, load_settings
 from .store import Store, new_id, open_engine, utcnow
 from . import workers
@@ -280,15 +280,19 @@ class Offloader:
 
         def decorate(fn: Callable) -> Callable:
             tool_name = name or fn.__name__
+            refuse_generator(fn, tool_name)
             signature = inspect.signature(fn)
+            # a method's self or cls is not an argument of the call: its repr (an address) was stored
+            first = next(iter(signature.parameters), None)
+            instance = first if first in ("self", "cls") else None
 
             def call_args(args, kwargs) -> dict:
                 try:
                     bound = signature.bind(*args, **kwargs)
                     bound.apply_defaults()
-                    return dict(bound.arguments)
+                    return {key: value for key, value in bound.arguments.items() if key != instance}
                 except TypeError:
-                    return {"args": list(args), "kwargs": kwargs}
+                    return {"args": list(args[1:] if instance else args), "kwargs": kwargs}
 
             if inspect.iscoroutinefunction(fn):
                 @functools.wraps(fn)

@@ -7,10 +7,11 @@ Objects are stored as their JSON text; str as UTF-8; bytes as they are.
 
 from __future__ import annotations
 
+import inspect
 import re
 import subprocess
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from .jsontext import dumps
 
@@ -175,3 +176,11 @@ def sent_bytes(data: bytes, decoded: bool = False) -> int:
     size = len(data) * (3 if decoded and not data.isascii() else 1)  # a bound: finding which is not worth it
     escaped = data.translate(None, _NOT_ESCAPED)
     return size + 2 + len(escaped) + 4 * len(escaped.translate(None, _NOT_LONG))
+
+
+def refuse_generator(fn: Callable, name: str) -> None:
+    """A generator's values are not one result: offload would have stored the generator's repr (and a
+    tool pack handed the model `"<generator object …>"`). How to join them is the tool's to say."""
+    if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
+        raise TypeError(f"tool {name!r} is a generator function: offload budgets one result per call. Return "
+                        "its values collected instead (''.join(...) for text, list(...) for items).")

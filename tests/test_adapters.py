@@ -208,6 +208,90 @@ def test_a_failing_tool_is_an_error_result_unless_told_to_raise(off):
         ToolPack(off, [flaky], catch_errors=False).call("flaky", {"path": "/nope"})
 
 
+def test_tools_the_apis_would_refuse_are_refused_when_added(off):
+    """`<lambda>`, "my search tool!" and 100-character names were added, and failed only at the model's
+    API; a partial or a callable object raised AttributeError; a generator's repr reached the model."""
+    import functools
+
+    def rows():
+        yield "a\n"
+
+    async def arows():
+        yield "a\n"
+
+    cases = [(lambda: ToolPack(off, [lambda x: x]), ValueError, "<lambda>"),
+             (lambda: ToolPack(off).add(count_lines, name="my search tool!"), ValueError, "letters, digits"),
+             (lambda: ToolPack(off).add(count_lines, name="t" * 65), ValueError, "1-64"),
+             (lambda: ToolPack(off, [functools.partial(count_lines, "x")]), ValueError, "name="),
+             (lambda: ToolPack(off, [rows]), TypeError, "generator function"),
+             (lambda: ToolPack(off, [arows]), TypeError, "generator function"),
+             (lambda: off.tool(rows), TypeError, "generator function")]
+    for make, error, says in cases:
+        with pytest.raises(error, match=says):
+            make()
+    named = ToolPack(off).add(functools.partial(count_lines), name="count-lines_2")
+    assert named is not None
+
+
+def test_each_listing_of_the_tools_has_schemas_of_its_own(off):
+    from offload.adapters.openai import chat_tools
+    from offload.tools import schemas
+
+    listed = chat_tools(ToolPack(off))[-2]["function"]["parameters"]
+    assert listed == schemas.FETCH_SLICE_SCHEMA and listed is not schemas.FETCH_SLICE_SCHEMA
+    listed["required"] = list(listed["properties"])  # made strict in place, by the developer
+    assert schemas.FETCH_SLICE_SCHEMA["required"] == ["artifact_id"]
+    assert chat_tools(ToolPack(off))[-2]["function"]["parameters"]["required"] == ["artifact_id"]
+
+
+def test_a_decorated_method_stores_its_arguments_not_its_instance(off):
+    class Repo:
+        @off.tool
+        def log(self, n: int) -> str:
+            return "commit\n" * n
+
+        @classmethod
+        @off.tool
+        def make(cls, n: int) -> str:
+            return "x\n" * n
+
+    assert off.get(Repo().log(100_000).artifact_id)["args"] == {"n": 100_000}  # was {"self": "<…Repo object at 0x…>", …}
+    assert off.get(Repo.make(n=100_000).artifact_id)["args"] == {"n": 100_000}
+
+
+def test_parallel_async_tool_calls_run_together(off):
+    from offload.adapters.anthropic import arun_tool_uses
+    from offload.adapters.openai import arun_chat_tool_calls, arun_responses_tool_calls
+
+    running, most = 0, 0
+
+    async def wait(n: int) -> str:
+        """Wait."""
+        nonlocal running, most
+        running += 1
+        most = max(most, running)
+        await asyncio.sleep(0.2)
+        running -= 1
+        return f"done {n}"
+
+    pack = ToolPack(off, [wait])
+    chat = {"role": "assistant", "tool_calls": [{"id": f"c{i}", "type": "function",
+                                                  "function": {"name": "wait", "arguments": json.dumps({"n": i})}}
+                                                 for i in range(3)]}
+    responses = [{"type": "function_call", "call_id": f"c{i}", "name": "wait", "arguments": json.dumps({"n": i})}
+                 for i in range(3)]
+    uses = {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{i}", "name": "wait", "input": {"n": i}}
+                                             for i in range(3)]}
+    for run, message, text in ((arun_chat_tool_calls, chat, lambda m: m["content"]),
+                               (arun_responses_tool_calls, responses, lambda m: m["output"]),
+                               (arun_tool_uses, uses, lambda m: m["content"][0]["text"] if isinstance(m["content"], list)
+                                else m["content"])):
+        most = 0
+        out = asyncio.run(run(pack, message))
+        assert most == 3, run.__name__  # one after another, three 1 s tools took 3 s
+        assert [text(m) for m in out] == ["done 0", "done 1", "done 2"]  # in the order asked
+
+
 def test_async_tools_run_from_call_and_acall(off):
     async def fetch(url: str) -> dict:
         """Fetch a JSON API."""

@@ -574,6 +574,29 @@ def test_an_image_in_an_old_result_becomes_a_placeholder_and_reads_back(soff, ap
     check(soff, api, original, fitted)  # restore() reads each image block back as JSON and compares
     first = FORMATS[api].results(fitted.messages[3 if api == "anthropic" else 4])[0].content
     assert " block of this result " in first[1]["text"]
+    assert re.search(r"\ban (image|input_image) block of this result ", first[1]["text"]), first[1]["text"]
+
+
+def test_messages_without_a_role_are_refused_saying_what_to_do(soff):
+    """LangChain's messages (a `type`, no `role`) were all read as the user's: their tool results went
+    unrecognised, and the fit dropped nearly the whole conversation, its first question included."""
+    from langchain_core.messages import (AIMessage, HumanMessage, SystemMessage, ToolMessage,
+                                         convert_to_messages, convert_to_openai_messages)
+
+    messages = [SystemMessage("s"), HumanMessage("go")]
+    for t in range(10):
+        messages += [AIMessage("", tool_calls=[{"name": "read", "args": {}, "id": f"c{t}"}]),
+                     ToolMessage(text_of(3000, t), tool_call_id=f"c{t}")]
+    with pytest.raises(InvalidArgument, match="convert_to_openai_messages"):
+        soff.fit_context(messages, 8000)
+    with pytest.raises(InvalidArgument, match="needs a string `role`.*keys content"):
+        soff.fit_context([{"content": "hi"}], 8000)
+    fitted = soff.fit_context(convert_to_openai_messages(messages), 8000, api="openai")  # the way it names
+    back = convert_to_messages(fitted.messages)
+    assert [type(m) for m in back] == [type(m) for m in messages] and back[1].content == "go"
+    results = [m for m in back if isinstance(m, ToolMessage)]
+    assert [m.tool_call_id for m in results] == [f"c{t}" for t in range(10)]
+    assert any("stored whole as art_" in m.content for m in results) and fitted.report.tokens_after <= 6000
 
 
 def test_the_report_is_logged_and_given_to_the_callback(soff, caplog):

@@ -4,6 +4,8 @@ no SDK itself (`offload[anthropic]` installs `anthropic` for the client)."""
 
 from __future__ import annotations
 
+import asyncio
+
 from typing import Any
 
 from ..tools.schemas import ToolOutput
@@ -24,8 +26,10 @@ def run_tool_uses(pack: ToolPack, message: Any, *, session: str | None = None) -
 
 async def arun_tool_uses(pack: ToolPack, message: Any, *, session: str | None = None) -> list[dict[str, Any]]:
     """`run_tool_uses()` for event loops."""
-    return [_result(block, await pack.acall(_get(block, "name"), _get(block, "input"), session=session))
-            for block in _tool_uses(message)]
+    blocks = _tool_uses(message)  # run together, as the model asked for them
+    outputs = await asyncio.gather(*(pack.acall(_get(block, "name"), _get(block, "input"), session=session)
+                                     for block in blocks))
+    return [_result(block, out) for block, out in zip(blocks, outputs)]
 
 
 def tool_result_message(pack: ToolPack, message: Any, *, session: str | None = None) -> dict[str, Any]:

@@ -7,6 +7,8 @@ back. Only `agents_tools()` imports an SDK (`agents`, from the offload[openai] e
 
 from __future__ import annotations
 
+import asyncio
+
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..tools.schemas import ToolOutput, error_output
@@ -34,11 +36,14 @@ def run_chat_tool_calls(pack: ToolPack, message: Any, *, session: str | None = N
 
 async def arun_chat_tool_calls(pack: ToolPack, message: Any, *, session: str | None = None) -> list[dict[str, Any]]:
     """`run_chat_tool_calls()` for event loops."""
-    messages = []
-    for call_id, name, arguments in _chat_calls(message):
-        out = await pack.acall(name, arguments, session=session) if name is not None else _not_a_function(call_id)
-        messages.append(_tool_message(call_id, out))
-    return messages
+    calls = list(_chat_calls(message))
+
+    async def run(call_id: str, name: str | None, arguments: Any) -> ToolOutput:
+        return await pack.acall(name, arguments, session=session) if name is not None else _not_a_function(call_id)
+
+    # parallel calls run together, as the model asked for them (one after another, three 1 s tools took 3 s)
+    outputs = await asyncio.gather(*(run(*call) for call in calls))
+    return [_tool_message(call_id, out) for (call_id, _, _), out in zip(calls, outputs)]
 
 
 def _chat_outputs(pack: ToolPack, message: Any, session: str | None) -> Iterator[tuple[str, ToolOutput]]:
@@ -83,8 +88,10 @@ def run_responses_tool_calls(pack: ToolPack, response: Any, *, session: str | No
 async def arun_responses_tool_calls(pack: ToolPack, response: Any, *,
                                     session: str | None = None) -> list[dict[str, Any]]:
     """`run_responses_tool_calls()` for event loops."""
-    return [_call_output(item, await pack.acall(_get(item, "name"), _get(item, "arguments"), session=session))
-            for item in _function_calls(response)]
+    items = _function_calls(response)
+    outputs = await asyncio.gather(*(pack.acall(_get(item, "name"), _get(item, "arguments"), session=session)
+                                     for item in items))
+    return [_call_output(item, out) for item, out in zip(items, outputs)]
 
 
 def _function_calls(response: Any) -> list[Any]:

@@ -8,6 +8,8 @@ adapters only translate these definitions and outputs into their SDK's shapes.
 from __future__ import annotations
 
 import asyncio
+import copy
+import dataclasses
 import inspect
 import json
 import logging
@@ -21,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 from ..errors import OffloadError, TooLarge
 from ..jsontext import dumps, loads
 from ..reference import Reference
-from ..results import to_payload
+from ..results import refuse_generator, to_payload
 from ..tools.schemas import (OUTPUT_SCHEMAS, TOOLS, ToolOutput, arguments_object, bounded_message, dispatch,
                              error_output)
 from ..utf8 import invalid_bytes
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("offload")
 
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what OpenAI's and Anthropic's APIs accept
 ARTIFACT_URI = re.compile(r"artifact://(art_[a-z0-9]+)(?:#(.+))?", re.S)
 DEFAULT_ARTIFACT_BYTES = 10 * 1024**2  # what one call of a tool may receive through artifact:// arguments
 _JSON_TYPES = {"object", "array", "integer", "number", "boolean"}
@@ -93,10 +96,17 @@ class ToolPack:
         """
 
         def register(func: Callable[..., Any]) -> Callable[..., Any]:
-            tool_name = name or func.__name__
+            tool_name = name or getattr(func, "__name__", None)
+            if tool_name is None:  # a functools.partial, a callable object
+                raise ValueError(f"{func!r} has no __name__: give the tool a name (add(fn, name=...))")
+            if not TOOL_NAME.fullmatch(tool_name):
+                raise ValueError(f"tool name {tool_name!r}: OpenAI and Anthropic accept 1-64 letters, digits, '_' "
+                                 "and '-'; give another (add(fn, name=...))")
             if tool_name in self._companions or tool_name in self._user:
                 raise ValueError(f"a tool named {tool_name!r} is already in this pack")
-            schema, validator = (parameters, None) if parameters is not None else _signature_schema(func)
+            refuse_generator(func, tool_name)
+            schema, validator = ((parameters, None) if parameters is not None
+                                 else _signature_schema(func, tool_name))
             text = description or inspect.getdoc(func) or tool_name
             if artifact_args:
                 text += (f"\n\nAny argument may be given as artifact://<id> (a stored result, whole; at most "
@@ -110,8 +120,10 @@ class ToolPack:
 
     @property
     def tools(self) -> list[PackTool]:
-        """The user's tools in the order added, then fetch_slice and query_artifact."""
-        return [*self._user.values(), *self._companions.values()]
+        """The user's tools in the order added, then fetch_slice and query_artifact, each with a schema of
+        its own: one made strict in place changed it for every pack in the process (they were shared)."""
+        return [dataclasses.replace(tool, parameters=copy.deepcopy(tool.parameters))
+                for tool in (*self._user.values(), *self._companions.values())]
 
     def get(self, name: str) -> PackTool | None:
         if not isinstance(name, str):  # a model's call may name its tool with anything
@@ -324,7 +336,7 @@ async def _awaited(awaitable: Any) -> Any:
     return await awaitable
 
 
-def _signature_schema(fn: Callable[..., Any]) -> tuple[dict[str, Any], type[BaseModel]]:
+def _signature_schema(fn: Callable[..., Any], label: str) -> tuple[dict[str, Any], type[BaseModel]]:
     """The JSON Schema of a function's arguments, and a model that validates them (from its type hints)."""
     try:
         hints = typing.get_type_hints(fn, include_extras=True)
@@ -339,10 +351,10 @@ def _signature_schema(fn: Callable[..., Any]) -> tuple[dict[str, Any], type[Base
             extra = "allow"
             continue
         if param.kind is param.POSITIONAL_ONLY:
-            raise ValueError(f"{fn.__name__}: positional-only argument {param.name!r} cannot be passed by name")
+            raise ValueError(f"{label}: positional-only argument {param.name!r} cannot be passed by name")
         default = ... if param.default is param.empty else param.default
         fields[param.name] = (hints.get(param.name, Any), default)
-    model = create_model(f"{fn.__name__}_arguments",
+    model = create_model(f"{label}_arguments",
                          __config__=ConfigDict(extra=extra, arbitrary_types_allowed=True), **fields)
     schema = model.model_json_schema()
     schema.pop("title", None)

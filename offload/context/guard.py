@@ -164,6 +164,8 @@ class ContextGuard:
             # {"role": "assistant", "content": message.content}: the SDK's blocks inside a dict, as the
             # Anthropic docs write the loop; read (and stored) as the dicts they stand for
             data = {k: [_plain(x) for x in v] if isinstance(v, list) else _plain(v) for k, v in msg.items()}
+        if not isinstance(data.get("role"), str) and (fmt.name != "openai-responses" or data.get("type") in (None, "message")):
+            raise InvalidArgument(_no_role(data))
         watched = msg if isinstance(msg, dict) else data  # in-place changes show on the caller's dict
         held = tuple((k, watched[k], tuple(watched[k]) if isinstance(watched[k], list) else None)
                      for k in _WATCHED if k in watched)
@@ -272,6 +274,20 @@ class ContextGuard:
     def live_ids(self, artifact_ids: Iterable[str]) -> set[str]:
         """Those of `artifact_ids` the store still holds (see `Store.live_ids`)."""
         return self.off.store.live_ids(artifact_ids, self.off.namespace)
+
+
+_LANGCHAIN_TYPES = ("human", "ai", "system", "tool", "function", "chat", "AIMessageChunk", "remove")
+
+
+def _no_role(data: dict) -> str:
+    """Why a message without a role is refused: every one of them was read as the user's (LangChain's
+    messages, which say `type` instead, had their tool results go unrecognised and were dropped whole)."""
+    if data.get("type") in _LANGCHAIN_TYPES:
+        return ("a LangChain message has no role: convert the list with langchain_core.messages."
+                "convert_to_openai_messages(messages) and fit it with api=\"openai\" (convert_to_messages "
+                "turns the fitted list back)")
+    keys = ", ".join(sorted(map(str, data))[:8])
+    return f"a message needs a string `role` (user, assistant, system, tool); this one has keys {keys or 'none'}"
 
 
 def _is_sdk_object(value: Any) -> bool:

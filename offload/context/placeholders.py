@@ -35,8 +35,9 @@ def text_placeholder(tool: str, stored: Stored) -> str:
 
 
 def block_placeholder(tool: str, block: dict, stored: Stored) -> str:
-    kind = block.get("type") or "content"
-    return (f"{MARK}Removed to fit the context window: a {kind} block of this result of `{tool}` is stored "
+    kind = str(block.get("type") or "content")
+    article = "an" if kind[:1].lower() in "aeiou" else "a"  # "an image block", "an input_image block"
+    return (f"{MARK}Removed to fit the context window: {article} {kind} block of this result of `{tool}` is stored "
             f"whole as {stored.artifact_id} (the block as JSON, {stored.bytes:,} bytes).")
 
 
