@@ -338,6 +338,27 @@ def test_errors_in_the_middle_are_listed_with_their_line_numbers():
     assert o200k(preview.text) <= 500
 
 
+@pytest.mark.parametrize("budget", [250, 300, 350, 500])
+@pytest.mark.parametrize("at", [3, 5, 6, 7, 8, 9, 2_990, 2_995])
+def test_every_error_line_the_preview_does_not_show_is_listed_or_the_list_says_first(at, budget):
+    """The head gave way to the list of error lines after they were searched for: an error on a line it
+    then left out (7) went unlisted beside "(all 3)"; an error near the end, the same with the tail."""
+    lines = [f"2024-01-01 12:00:00 INFO request {i} handled ok" for i in range(3000)]
+    lines[at] = f"2024-01-01 12:00:00 ERROR early failure at step {at}"
+    for k in (1000, 1500, 2000):
+        lines[k] = f"2024-01-01 12:00:00 ERROR middle failure {k}: " + "detail " * 25
+    data = ("\n".join(lines) + "\n").encode()
+    preview = build_preview(detect(data), data, budget, o200k)
+    first, last, which = re.search(r"omitted: ([\d,]+)–([\d,]+); lines among them that report errors "
+                                   r"\((all|first) \d+\)", preview.text).groups()
+    hidden = range(int(first.replace(",", "")), int(last.replace(",", "")) + 1)
+    listed = preview.extra["error_lines"]
+    errors = [n for n in hidden if "ERROR" in lines[n]]
+    assert listed == (errors if which == "all" else errors[:len(listed)]), (listed, errors, which)
+    assert at in listed or at not in hidden or which == "first"
+    assert o200k(preview.text) <= budget
+
+
 def test_a_log_that_does_not_end_badly_shows_a_short_tail():
     lines = [f"copying file {i} of 50000" for i in range(50_000)]
     data = "\n".join(lines).encode()

@@ -310,10 +310,16 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
             # Give what the error lines did not use back to the head and the tail; a listed line that
             # they now show is no longer omitted, so it leaves the list.
             block = "\n".join(errors + [f"; {unit[1]} among them that report errors (first {len(errors)}):"])
+            scanned = (_gap_bytes(data, shown_head, tail), gap) if gap else None
             shown_head, tail = allocate(count(block) + 2 if errors else 0)
             gap = _gap(shown_head, tail, total)
             kept = [i for i, number in enumerate(error_numbers) if gap and gap[0] <= number <= gap[1]]
             errors, error_numbers = [errors[i] for i in kept], [error_numbers[i] for i in kept]
+            if scan_errors and gap and scanned:
+                # lines the head or the tail shows no longer are omitted now: searched too, or an error
+                # on one went unlisted beside "all 3" (line 7 of a log whose head gave way to the list)
+                errors, error_numbers, complete = _with_edges(
+                    data, _gap_bytes(data, shown_head, tail), scanned, gap, errors, error_numbers, complete)
         if not ran_out:
             break
     return _assemble(data, budget, count, shown_head, tail, total, errors, error_numbers, complete, unit)
@@ -390,6 +396,29 @@ def _error_lines(data: bytes, span: tuple[int, int], gap: tuple[int, int],
                     next_hit[word] = lowered.find(word, line_end + 1)
         position = chunk_end
     return found, True
+
+
+def _with_edges(data: bytes, span: tuple[int, int], scanned: tuple[tuple[int, int], tuple[int, int]],
+                gap: tuple[int, int], errors: list[str], numbers: list[int],
+                complete: bool) -> tuple[list[str], list[int], bool]:
+    """The error lines of the omitted `span` (bytes; its lines `gap`), given those found in the part of
+    it `scanned` searched (bytes, lines): the parts before and after that are searched, and what they
+    hold is listed in line order."""
+    (start, end), (_, last) = scanned
+    before: list[tuple[int, str]] = []
+    after: list[tuple[int, str]] = []
+    if span[0] < start:
+        before, whole = _error_lines(data, (span[0], start), gap, ERROR_LINES)
+        complete = complete and whole
+    if span[1] > end:
+        after, whole = _error_lines(data, (end, span[1]), (last + 1, gap[1]), ERROR_LINES)
+        complete = complete and whole
+    found = [(number, f"… {number:,}: {_clip_chars(text, 160)}") for number, text in before]
+    found += zip(numbers, errors)
+    found += [(number, f"… {number:,}: {_clip_chars(text, 160)}") for number, text in after]
+    if len(found) > ERROR_LINES:
+        found, complete = found[:ERROR_LINES], False
+    return [text for _, text in found], [number for number, _ in found], complete
 
 
 def _assemble(data: bytes, budget: int, count: Count, head: list[_Line], tail: list[_Line], total: int,
