@@ -297,6 +297,36 @@ def test_grep_counts_stay_right_when_the_text_holds_colon_numbers(tmp_path):
     assert preview.extra["matches_per_file"] == {"./a.py": 200, "./b.py": 200}
 
 
+@pytest.mark.parametrize("files_take_turns", [False, True])
+def test_grep_without_line_numbers_of_timestamped_lines_counts_its_real_files(tmp_path, files_take_turns):
+    """`grep -r ERROR logs` of timestamped lines: the time's `:30:` was read as a line number, and the
+    date and hour as part of the path (216 files where there were 3); `host:8080:` the same."""
+    names = ["app", "worker", "old/app.1"]
+    for name in names:
+        path = tmp_path / "logs" / f"{name}.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(f"2024-05-01 {i % 24:02d}:{i % 60:02d}:00 ERROR job {i} host:8080: refused\n"
+                                for i in range(1000)))
+    data = subprocess.run(["grep", "-r", "ERROR", "logs"], cwd=tmp_path, capture_output=True, check=True).stdout
+    if files_take_turns:  # as output merged by time is
+        lines = data.splitlines(keepends=True)
+        data = b"".join(lines[k * 1000 + i] for i in range(1000) for k in range(3))
+    preview = build_preview(detect(data, "grep"), data, 600, o200k)
+    assert preview.extra["matches_per_file"] == {f"logs/{name}.log": 1000 for name in names}
+    assert "3,000 matching lines in 3 files" in preview.text
+
+
+def test_grep_count_output_is_counted_by_its_counts(tmp_path):
+    """`grep -c` writes `path:count`: read as match lines, it was one match in each of 3,000 files."""
+    for i in range(300):
+        (tmp_path / f"m{i}.py").write_text("x = 1\n" * ((i * 7) % 13) + "y = 2\n")
+    data = subprocess.run(["grep", "-rc", "x = 1", "."], cwd=tmp_path, capture_output=True, check=True).stdout
+    truth = {f"./m{i}.py": (i * 7) % 13 for i in range(300) if (i * 7) % 13}
+    preview = build_preview(detect(data, "grep"), data, 600, o200k)
+    assert preview.extra["matches"] == sum(truth.values()) and preview.extra["files"] == len(truth)
+    assert f"{sum(truth.values()):,} matching lines in {len(truth):,} files" in preview.text
+
+
 def test_git_grep_of_a_revision_is_grep_with_its_counts_per_file(tmp_path):
     """`git grep -n X REV` writes "REV:path:line:text": it was taken for text, previewed without counts."""
     for name in ("a.py", "src/b.py", "src/c.py"):
