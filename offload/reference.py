@@ -49,6 +49,32 @@ def _measure_compact(measure: Callable[[str], int], data: dict[str, Any]) -> int
     return measure(json.dumps(data, ensure_ascii=False, default=str, separators=(",", ":")))
 
 
+def _cut_preview(data: dict[str, Any], measure: Callable[[str], int], budget: int) -> bool:
+    """Cut `data["preview"]` to the most lines, from both ends (a log's error is at its end), with which
+    `data` fits `budget`, marked where they were cut; False (unchanged) when not even one line fits."""
+    lines = data["preview"].split("\n")
+
+    def cut(kept: int) -> str:
+        head, tail = lines[:(kept + 1) // 2], lines[len(lines) - kept // 2:] if kept // 2 else []
+        return "\n".join(head + [f"… [{len(lines) - kept:,} lines of the preview cut here to fit this form; "
+                                 "the text form has them] …"] + tail)
+
+    whole = data["preview"]
+    fits, over = 0, len(lines)
+    while over - fits > 1:  # the most lines that fit lie in [fits, over)
+        middle = (fits + over) // 2
+        data["preview"] = cut(middle)
+        if _measure_compact(measure, data) <= budget:
+            fits = middle
+        else:
+            over = middle
+    if not fits:
+        data["preview"] = whole
+        return False
+    data["preview"], data["truncated"] = cut(fits), True
+    return True
+
+
 def _n(value: int | None) -> str:
     return f"{value:,}" if value is not None else "?"
 
@@ -129,6 +155,12 @@ class Reference:
             if name is not None:
                 if data.get(name) in (None, "", [], {}):
                     continue
+                if name == "preview" and _cut_preview(data, measure, budget):
+                    # cut by lines, not dropped: escapes (an ESC is six characters in JSON) made a
+                    # coloured log's preview over where its text fitted, and the form showed none of it
+                    left_out.append("preview (cut)")
+                    data["left_out"] = note
+                    return data
                 if name in CONTRACT_FIELDS:
                     data[name] = _EMPTIED[name]
                 else:

@@ -94,6 +94,21 @@ def test_a_references_json_fits_the_budget_its_text_fits(off):
     assert max(o200k(out.text), cl100k(out.text)) <= 800
 
 
+def test_a_coloured_logs_json_form_keeps_a_preview_cut_from_both_ends(off, real_count):
+    """An ESC is six characters in JSON: the structured form of a coloured build log was over its budget
+    with the preview its text fitted, and gave the whole preview away (170 tokens of a 720 budget)."""
+    esc = "\x1b"
+    lines = [f"{esc}[32m✓{esc}[0m compiled m{i}.ts" for i in range(2000)]
+    lines[1200] = f"{esc}[31mERROR{esc}[0m in src/app.ts:12:5"
+    ref = off.process("build", "\n".join(lines) + "\n")
+    form = off.structured(ref)
+    assert "preview (cut)" in form["left_out"]["fields"] and form["truncated"]
+    shown = form["preview"].splitlines()
+    assert shown[0] == lines[0] and shown[-1] == lines[-1] and "ERROR" in form["preview"]
+    assert "lines of the preview cut here to fit this form" in form["preview"]
+    assert real_count(json.dumps(form, ensure_ascii=False, separators=(",", ":"))) <= off.settings.reference_tokens
+
+
 def test_small_results_pass_through_and_big_ones_become_references(pack, off):
     small = pack.call("build_log", {"build": "7", "tail": 1})
     assert small.text == "99999 FATAL disk full on /dev/sda1" and not small.is_error

@@ -359,6 +359,25 @@ def test_every_error_line_the_preview_does_not_show_is_listed_or_the_list_says_f
     assert o200k(preview.text) <= budget
 
 
+def test_coloured_error_lines_are_found_and_file_names_are_not_errors():
+    """`\x1b[31mERROR` held no word for `\\b` to find (the `m` of the colour code), so a coloured error in
+    the middle of a build log went unlisted; `libgpg-error.so` in `ls -la` output was listed as one."""
+    esc = "\x1b"
+    lines = [f"{esc}[32m✓{esc}[0m compiled m{i}.ts" for i in range(2000)]
+    lines[1200] = f"{esc}[31mERROR{esc}[0m in src/app.ts:12:5"
+    lines[1500] = f"{esc}[1m{esc}[31merror[E0308]{esc}[0m: mismatched types"
+    lines[1700] = f"{esc}[31mFAILED{esc}[0m tests/test_app.py::test_x - assert 1 == 2"
+    data = ("\n".join(lines) + "\n").encode()
+    preview = build_preview(detect(data), data, 800, o200k)
+    assert preview.extra["error_lines"] == [1200, 1500, 1700] and "(all 3)" in preview.text
+    listing = [f"-rw-r--r-- 1 root root {i} Jan  1 lib{name}.so.0" for i, name in
+               enumerate(["gpg-error", "foo-errors", "x_error", "error-prone"] * 800)]
+    data = ("\n".join(listing) + "\n").encode()
+    assert "error_lines" not in build_preview(detect(data), data, 800, o200k).extra
+    plain = ("\n".join(f"step {i} ok" for i in range(3000)) + "\nbuild error.\nERROR: x failed (exit code 2)\n").encode()
+    assert build_preview(detect(plain), plain, 800, o200k).text.endswith("ERROR: x failed (exit code 2)")
+
+
 def test_a_log_that_does_not_end_badly_shows_a_short_tail():
     lines = [f"copying file {i} of 50000" for i in range(50_000)]
     data = "\n".join(lines).encode()

@@ -30,9 +30,11 @@ _FIRST_SCAN = 64 << 10
 _SCAN_CHUNK = 8 << 20
 _MAX_ERROR_CANDIDATES = 5000
 # The tail is worth a large share when its last lines say how things ended.
-_ENDINGS = (r"\b(?:errors?|exceptions?|traceback|fail(?:ed|ures?|s)?|fatal|panic(?:ked)?|abort(?:ed)?"
+# A word, not part of a name: `libgpg-error.so` in `ls` output, `-Werror` and `on-failure` report nothing.
+_WORD_START, _WORD_END = r"(?<![\w-])", r"(?![\w-]|\.\w)"
+_ENDINGS = (_WORD_START + r"(?:errors?|exceptions?|traceback|fail(?:ed|ures?|s)?|fatal|panic(?:ked)?|abort(?:ed)?"
             r"|segmentation fault|core dumped|killed|timed out|exit(?:ed)?(?: with)? (?:code|status)|exit code"
-            r"|returned non-zero)\b")
+            r"|returned non-zero)" + _WORD_END)
 _TAIL_PARTS = (  # the words one of its matches must hold, and a case-sensitive part of _TAIL_MATTERS
     (("Error", "Exception"), r"[a-z](?:Error|Exception)\b"),
     (("passed", "failed", "error", "skipped", "warning", "test"),
@@ -53,9 +55,16 @@ _TAIL_SEARCHES = tuple((words, re.compile(part, re.M)) for words, part in _TAIL_
 
 _ERROR_WORDS = (b"error", b"exception", b"traceback", b"fatal", b"panic", b"fail")
 _ERROR_LINE = re.compile(
-    r"(?i:\b(?:errors?|fatal|panic(?:ked)?|fail(?:ed|ure|ures|s)?|exceptions?|traceback)\b)"
-    r"|[a-z](?:Error|Exception)\b"
+    r"(?i:" + _WORD_START + r"(?:errors?|fatal|panic(?:ked)?|fail(?:ed|ure|ures|s)?|exceptions?|traceback)"
+    + _WORD_END + r")|[a-z](?:Error|Exception)\b"
 )
+# Terminal colour and cursor codes (CSI, OSC): `\x1b[31mERROR` holds no word "ERROR" for `\b` to find.
+_ANSI = re.compile(r"\x1b(?:\[[0-9;:?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)")
+
+
+def plain(text: str) -> str:
+    """`text` without terminal escape codes (see _ANSI), for the searches that read words."""
+    return _ANSI.sub("", text) if "\x1b" in text else text
 _NOT_AN_ERROR = re.compile(
     r"(?i)\b(?:0|no|zero|without)\s+(?:errors?|failures?|failed|exceptions?)\b"
     r"|\b(?:errors?|failures?|failed)\s*[:=]\s*0\b"
@@ -64,6 +73,7 @@ _NOT_AN_ERROR = re.compile(
 
 def tail_matters(text: str) -> bool:
     """Whether the last lines `text` say how things ended (`_TAIL_MATTERS` finds something in them)."""
+    text = plain(text)
     if not text.isascii():
         return _TAIL_MATTERS.search(text) is not None
     lowered = text.lower()
@@ -383,7 +393,7 @@ def _error_lines(data: bytes, span: tuple[int, int], gap: tuple[int, int],
             line_end = len(lowered) if line_end == -1 else line_end
             candidates += 1
             text = data[position + line_start:position + line_end].decode("utf-8", "replace").rstrip("\r")
-            if _ERROR_LINE.search(_NOT_AN_ERROR.sub("", text)):
+            if _ERROR_LINE.search(_NOT_AN_ERROR.sub("", plain(text))):
                 number += data.count(b"\n", counted_to, position + line_start)
                 counted_to = position + line_start
                 found.append((number, text))
