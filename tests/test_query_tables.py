@@ -104,6 +104,21 @@ def test_case_renames_reach_values_nested_600_levels_deep(off):
     assert '"tags[].B_1" holds the key "B"' in out["note"]  # the first found is _1, in the items' order
 
 
+def test_a_csv_whose_first_or_last_header_field_is_empty_is_a_table(off):
+    """pandas' to_csv writes its index column with no name (",a,b"), and some exporters end every line
+    with the delimiter: both were plain text, with no shape and no SQL."""
+    pandas = ",a,b\n" + "".join(f"{i},{i * 2},n{i}\n" for i in range(3000))
+    ref = off.put(pandas, tool="export")
+    assert ref.kind == "csv" and list(ref.shape["columns"]) == ["column_0", "a", "b"]
+    assert sql(off, ref.artifact_id, "SELECT column_0, a, b FROM artifact WHERE a = 8") == [
+        {"column_0": 4, "a": 8, "b": "n4"}]
+    trailing = "a,b,\n" + "".join(f"{i},n{i},\n" for i in range(3000))
+    ref = off.put(trailing, tool="export")
+    assert ref.kind == "csv" and list(ref.shape["columns"]) == ["a", "b", "column_2"]
+    assert sql(off, ref.artifact_id, "SELECT count(*) AS n, count(column_2) AS filled FROM artifact") == [
+        {"n": 3000, "filled": 0}]
+
+
 def test_csv_header_names_differing_only_in_case_are_the_shapes(off):
     ref = off.put("Name,name,a,a\n" + "".join(f"{i},{-i},{i},{i * 2}\n" for i in range(3000)), tool="export")
     names = list(ref.shape["columns"])

@@ -150,6 +150,18 @@ def test_ndjson_rows_are_items(off):
     assert json.loads(page["content"]) == rows[-2:]
 
 
+def test_ndjson_with_a_byte_order_mark_is_ndjson(off):
+    """The BOM had failed row 0, and the whole result was text: no items, no SQL."""
+    rows = [{"id": i, "status": "ok" if i % 3 else "bad"} for i in range(3000)]
+    text = "\ufeff" + "".join(json.dumps(r) + "\n" for r in rows)
+    ref = off.process("api", text)
+    assert ref.kind == "ndjson" and ref.items == 3000 and "starts with a UTF-8 byte order mark" in ref.notes
+    assert json.loads(off.fetch_slice(ref.artifact_id, unit="items", limit=2)["content"]) == rows[:2]
+    assert off.query_artifact(ref.artifact_id, sql="SELECT count(*) AS n FROM artifact WHERE status = 'bad'")[
+        "result"] == [{"n": 1000}]
+    assert b"".join(off.iter_raw(ref.artifact_id)) == text.encode()
+
+
 @pytest.mark.parametrize("kwargs, match", [
     ({"limit": -1}, "negative"),
     ({"unit": "pages"}, "unit must be one of"),

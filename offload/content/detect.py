@@ -324,7 +324,8 @@ def _parse_ndjson(data: bytes, start: int, notes: list[str]) -> list | None:
         orjson.loads(data[start:first_end])
     except orjson.JSONDecodeError:
         return None
-    lines = [line for line in data.split(b"\n") if line.strip()]
+    body = data.removeprefix(_BOM)  # a BOM is no part of row 0 (it had made the whole text)
+    lines = [line for line in body.split(b"\n") if line.strip()]
     if len(lines) < 2:
         return None
     with gc_paused():
@@ -336,7 +337,7 @@ def _parse_ndjson(data: bytes, start: int, notes: list[str]) -> list | None:
         except orjson.JSONDecodeError:
             pass
         line_number = 0
-        for raw_line in data.split(b"\n"):
+        for raw_line in body.split(b"\n"):
             if raw_line.strip():
                 try:
                     orjson.loads(raw_line)
@@ -424,7 +425,9 @@ def _plausible_header(names: list[str]) -> bool:
     This is what keeps a log whose lines each hold one comma ("12:00:01,848 INFO …") from passing
     for a two-column table.
     """
-    if sum(not name.strip() for name in names) > len(names) // 4:
+    # pandas' to_csv names its index column "" (",a,b"), and a trailing delimiter leaves the last empty
+    free = (not names[0].strip()) + (len(names) > 2 and not names[-1].strip())
+    if sum(not name.strip() for name in names) > len(names) // 4 + free:
         return False
     return not any(
         len(name) > 64 or name.count(" ") > 4 or _NOT_A_NAME.fullmatch(name.strip()) for name in names

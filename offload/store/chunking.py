@@ -430,7 +430,7 @@ def ndjson_item_index(data: bytes) -> ItemIndex:
     """Rows of NDJSON: every line with something on it."""
     buf = np.frombuffer(data, dtype=np.uint8)
     newlines = np.flatnonzero(buf == 10)
-    starts = np.concatenate(([0], newlines + 1)).astype(np.int64)
+    starts = np.concatenate(([len(_BOM) if data.startswith(_BOM) else 0], newlines + 1)).astype(np.int64)
     ends = np.concatenate((newlines, [len(data)])).astype(np.int64)
     length = ends - starts
     nonblank = length > 0
