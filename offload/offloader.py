@@ -380,6 +380,11 @@ class Offloader:
         else:
             about = {"derived_from": artifact_id, "expression": outcome.expression, "count": outcome.count}
             said = f"\n{outcome.note}" if outcome.note else ""  # in the text and the JSON: room for both
+            if outcome.op == "grep":  # its lines count context and `--` too: the text said no match count
+                n = outcome.count
+                said = (f"\nThe grep matched {n:,} line{'s' if n != 1 else ''} of {artifact_id}; each line here "
+                        f"starts with its line number there (`N:` a match"
+                        f"{', `N-` context, `--` between groups' if context else ''}).") + said
             if outcome.note:
                 about["note"] = outcome.note
             # the response is the reference's JSON with its text inside: the text leaves room for the rest

@@ -162,6 +162,19 @@ def test_a_grep_spaced_as_the_preview_shows_json_names_the_compact_pattern_that_
     assert "note" not in off.query_artifact(ref.artifact_id, grep="nowhere")
 
 
+def test_a_derived_grep_result_says_how_many_lines_matched(off, real_count):
+    """Its header counts the stored lines, context and `--` included (17,142 for 4,286 matches): the
+    text never said the match count, nor which number starts each line."""
+    lines = [f"2024-01-01 INFO req {i}" if i % 7 else f"2024-01-01 ERROR req {i} failed" for i in range(30_000)]
+    ref = off.process("log", "\n".join(lines) + "\n")
+    for context, says in ((1, "(`N:` a match, `N-` context, `--` between groups)"), (0, "(`N:` a match)")):
+        out = off.query_artifact(ref.artifact_id, grep="ERROR", context=context)
+        assert out["count"] == 4286 and out["derived_from"] == ref.artifact_id
+        assert f"The grep matched 4,286 lines of {ref.artifact_id}; each line here starts with its line number " \
+               f"there {says}." in out["text"]
+        assert real_count(json.dumps(out, separators=(",", ":"), ensure_ascii=False)) <= off.settings.reference_tokens
+
+
 def test_limit_zero_is_refused_naming_the_argument(off):
     jid = off.put(orjson.dumps([{"i": i} for i in range(100)]), tool="api").artifact_id
     tid = off.put(b"line\n" * 100, tool="read").artifact_id
