@@ -483,16 +483,23 @@ def test_a_result_already_in_the_store_is_named_not_stored_again(soff):
     assert [a.reused for a in fitted.report.actions] == [True]
 
 
-def test_a_reference_in_the_input_is_left_alone(soff):
-    ref = str(soff.process("grep", text_of(200_000, 7)))
+def test_a_reference_in_the_input_is_never_stored_again(soff):
+    data = text_of(200_000, 7)
+    reference = soff.process("grep", data)
+    ref = str(reference)
     original = render("openai", [Turn("user", "x"), tools_turn(ref)] + [tools_turn(text_of(9000, k)) for k in range(3)]
                       + [Turn("user", "next")])
     count = artifact_count(soff)
+    roomy = soff.fit_context(original, 40_000)
+    assert roomy.messages[3]["content"] == ref and artifact_count(soff) == count  # kept, when it fits
     fitted = soff.fit_context(original, 12_000)
-    check(soff, "openai", original, fitted, keep={ref})
-    assert fitted.messages[3]["content"] == ref  # neither stored again nor replaced
+    # the oldest result, a reference: it gives way to a placeholder naming its own artifact, stored once
+    placeholder = fitted.messages[3]["content"]
+    assert placeholder.startswith("[offload] Removed") and reference.artifact_id in placeholder
+    assert raw(soff, reference.artifact_id) == data.encode()
     assert fitted.messages[5]["content"].startswith("[offload] Removed")
-    assert artifact_count(soff) == count + 1
+    named = {aid for action in fitted.report.actions for aid in action.artifact_ids}
+    assert reference.artifact_id in named and artifact_count(soff) == count + len(named) - 1
 
 
 
@@ -575,6 +582,35 @@ def test_an_image_in_an_old_result_becomes_a_placeholder_and_reads_back(soff, ap
     first = FORMATS[api].results(fitted.messages[3 if api == "anthropic" else 4])[0].content
     assert " block of this result " in first[1]["text"]
     assert re.search(r"\ban (image|input_image) block of this result ", first[1]["text"]), first[1]["text"]
+
+
+def test_references_a_tool_pack_or_another_process_showed_become_placeholders(soff):
+    """Only the references this guard had written gave way to placeholders: a tool pack's, or its own
+    after a restart, were kept whole, and the fit dropped whole turns, the assistant's words with them."""
+    from offload.adapters import ToolPack
+    from offload.adapters.openai import run_chat_tool_calls
+
+    def read_file(n: int) -> str:
+        """Read a file."""
+        return text_of(30_000, n)
+
+    pack = ToolPack(soff, [read_file])
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "go"}]
+    for t in range(12):
+        asked = {"role": "assistant", "content": f"Finding {t}", "tool_calls": [
+            {"id": f"c{t}", "type": "function", "function": {"name": "read_file", "arguments": f'{{"n": {t}}}'}}]}
+        messages += [asked, *run_chat_tool_calls(pack, asked)]
+    assert all(m["content"].startswith("[offload] The result of") for m in messages if m["role"] == "tool")
+    fitted = soff.fit_context(messages, 8000)
+    kinds = {action.strategy for action in fitted.report.actions}
+    assert kinds == {"placeholder"}, fitted.report.summary()
+    assert [m.get("content") for m in fitted.messages if m["role"] == "assistant"] == [f"Finding {t}" for t in range(12)]
+    # the same list fitted by another offloader of the store (a restart): the placeholders stand
+    fresh = Offloader(soff.settings.url).fit_context(messages, 8000)
+    assert {action.strategy for action in fresh.report.actions} == {"placeholder"}
+    for m in fresh.messages:
+        for aid in re.findall(r"Removed to fit.*?stored whole as (art_[a-z0-9]+)", m.get("content") or ""):
+            assert soff.get(aid)["tool"] == "read_file"
 
 
 def test_messages_without_a_role_are_refused_saying_what_to_do(soff):

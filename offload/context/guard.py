@@ -14,7 +14,7 @@ import weakref
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from ..errors import ContextBudgetExceeded, InvalidArgument
+from ..errors import ContextBudgetExceeded, InvalidArgument, OffloadError
 from ..jsontext import loads
 from .formats import FORMATS, Call, Format
 from .measure import Part, count_message, split_parts
@@ -253,11 +253,26 @@ class ContextGuard:
         return stored
 
     def own_reference(self, text: str) -> Stored | None:
-        """The artifact behind a reference this guard showed, so an older one can become a placeholder
-        without storing anything; a reference it did not write is left alone."""
+        """The artifact behind a reference offload showed, so an older one can become a placeholder
+        without storing anything: one this guard wrote, or one of its store's artifacts whose reference
+        is this very text (a tool pack's, `@off.tool`'s, another process's guard: left whole, they had
+        made the fit drop whole turns instead). Any other text is left alone."""
         match = _REFERENCE_ID.search(text, 0, 1000)
-        stored = self._references.get(match.group(1)) if match else None
+        if match is None:
+            return None
+        artifact_id = match.group(1)
+        if artifact_id not in self._references:
+            self._references[artifact_id] = self._stored_reference(artifact_id)
+        stored = self._references[artifact_id]
         return stored if stored is not None and stored.reference == text else None
+
+    def _stored_reference(self, artifact_id: str) -> Stored | None:
+        try:
+            row = self.off.store.get(artifact_id, self.off.namespace, touch=False)
+        except OffloadError:  # not this namespace's, or no longer stored: a placeholder would name nothing
+            return None
+        shown = loads(row["reference"]).get("text") if row["reference"] else None
+        return Stored(artifact_id, row["kind"], row["bytes"], row["lines"], shown, True) if shown else None
 
     def stored_span(self, api: str, span: tuple) -> tuple[int, Facts, str] | None:
         """The longest span dropped before that starts this one: (its length, its note's facts, its artifact)."""
