@@ -29,8 +29,8 @@ CONTRACT_FIELDS = ("artifact_id", "tool", "kind", "content_type", "bytes", "char
 # budget (the shape, the hints, the stderr preview, the preview).
 # Within the smallest budgets (a limit of 200-300 tokens), the contract's other fields alone come near it:
 # then the flags the text states, and the sha256 (~48 tokens; the text shows it only for binary data).
-_GIVES_WAY = ("extra", "hint_results", "notes", "note", "omitted", "shape", "hints", "shell_fields", "stderr", "preview",
-              "stderr_bytes", "stderr_truncated", "sha256")
+_GIVES_WAY = ("extra", "hint_results", "notes", "note", "omitted", "shape", "hints", "shell_fields", "stderr",
+              "preview", "stderr_bytes", "stderr_truncated", "sha256")
 _EMPTIED: dict[str, Any] = {"shape": None, "hints": [], "preview": "", "sha256": ""}
 _TOOL_SHOWN = 40  # UTF-8 bytes of a tool name the short wording shows (40 ASCII characters, 20 "é", 13 "工")
 _ERROR_SHOWN = 120  # and of why a result was not stored

@@ -89,7 +89,8 @@ class ReferenceBuilder:
         of brackets or repeated letters). Each retry shrinks the preview by what is still over, scaled
         by how much the counter undercounted the preview; the shape, then hints, give way after that.
         A JSON preview that fits but shows no item gets the room of the hints past two, then of the
-        shape, then of the hint past one; a shrunk preview that leaves room is grown into it, twice at most (see GROW_ROOM).
+        shape, then of the hint past one; a shrunk preview that leaves room is grown into it, twice at
+        most (see GROW_ROOM).
         """
         measure = self.measure
         ref.preview, ref.omitted, ref.shape_text, ref.hints, ref.terse = "", "", "", [], False

@@ -102,7 +102,8 @@ def _shell_parts(result: Any) -> tuple[Any, Any, Any, dict | None, str] | None:
     if isinstance(result, dict):
         if "stdout" in result and ({"stderr"} | _CODE_KEYS) & result.keys():
             stream = "stdout"
-        elif "output" in result and isinstance(result["output"], (str, bytes, type(None))) and _CODE_KEYS & result.keys():
+        elif (_CODE_KEYS & result.keys() and "output" in result
+              and isinstance(result["output"], (str, bytes, type(None)))):
             stream = "output"
         else:
             return None

@@ -5,7 +5,6 @@ no SDK itself (`offload[anthropic]` installs `anthropic` for the client)."""
 from __future__ import annotations
 
 import asyncio
-
 from typing import Any
 
 from ..tools.schemas import ToolOutput

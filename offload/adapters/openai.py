@@ -8,7 +8,6 @@ back. Only `agents_tools()` imports an SDK (`agents`, from the offload[openai] e
 from __future__ import annotations
 
 import asyncio
-
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..tools.schemas import ToolOutput, error_output

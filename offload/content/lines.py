@@ -60,15 +60,15 @@ _ERROR_LINE = re.compile(
 )
 # Terminal colour and cursor codes (CSI, OSC): `\x1b[31mERROR` holds no word "ERROR" for `\b` to find.
 _ANSI = re.compile(r"\x1b(?:\[[0-9;:?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)")
+_NOT_AN_ERROR = re.compile(
+    r"(?i)\b(?:0|no|zero|without)\s+(?:errors?|failures?|failed|exceptions?)\b"
+    r"|\b(?:errors?|failures?|failed)\s*[:=]\s*0\b"
+)
 
 
 def plain(text: str) -> str:
     """`text` without terminal escape codes (see _ANSI), for the searches that read words."""
     return _ANSI.sub("", text) if "\x1b" in text else text
-_NOT_AN_ERROR = re.compile(
-    r"(?i)\b(?:0|no|zero|without)\s+(?:errors?|failures?|failed|exceptions?)\b"
-    r"|\b(?:errors?|failures?|failed)\s*[:=]\s*0\b"
-)
 
 
 def tail_matters(text: str) -> bool:

@@ -164,7 +164,8 @@ class ContextGuard:
             # {"role": "assistant", "content": message.content}: the SDK's blocks inside a dict, as the
             # Anthropic docs write the loop; read (and stored) as the dicts they stand for
             data = {k: [_plain(x) for x in v] if isinstance(v, list) else _plain(v) for k, v in msg.items()}
-        if not isinstance(data.get("role"), str) and (fmt.name != "openai-responses" or data.get("type") in (None, "message")):
+        is_message = fmt.name != "openai-responses" or data.get("type") in (None, "message")  # not an item
+        if is_message and not isinstance(data.get("role"), str):
             raise InvalidArgument(_no_role(data))
         watched = msg if isinstance(msg, dict) else data  # in-place changes show on the caller's dict
         held = tuple((k, watched[k], tuple(watched[k]) if isinstance(watched[k], list) else None)
