@@ -115,7 +115,7 @@ def test_dispatcher_errors_are_readable_and_never_raise(off):
         ("fetch_slice", {"offset": 3}, "artifact_id is required"),
         ("fetch_slice", {"artifact_id": ref.artifact_id, "bogus": 1}, "unknown argument"),
         ("fetch_slice", {"artifact_id": ref.artifact_id, "limit": -3}, "negative"),
-        ("fetch_slice", {"artifact_id": "art_nope0000000000"}, "offload ls"),
+        ("fetch_slice", {"artifact_id": "art_nope0000000000"}, "as a reference in this conversation names"),
         ("query_artifact", {"artifact_id": ref.artifact_id, "jmespath": "a"}, "JSON"),
         ("query_artifact", {"artifact_id": ref.artifact_id, "grep": "(x"}, ""),
         ("drop_tables", {}, "Unknown tool"),
