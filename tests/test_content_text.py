@@ -378,6 +378,24 @@ def test_coloured_error_lines_are_found_and_file_names_are_not_errors():
     assert build_preview(detect(plain), plain, 800, o200k).text.endswith("ERROR: x failed (exit code 2)")
 
 
+def test_a_csv_preview_never_splits_a_record_whose_quoted_field_spans_lines():
+    """The head had ended in `15,name15,"multi` and the tail begun with `line, comment 2999",4498.5`:
+    a row missing its first fields, to a reader."""
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["id", "name", "comment", "score"])
+    for i in range(3000):
+        writer.writerow([i, f"name{i}", f"multi\nline, comment {i}", i * 1.5])
+    data = out.getvalue().encode()
+    for budget in (300, 500, 800, 1200):
+        preview = build_preview(detect(data), data, budget, o200k)
+        head, _, tail = preview.text.partition("\n… [")
+        assert head.count('"') % 2 == 0 and tail.count('"') % 2 == 0, (budget, preview.text)
+        rows = list(csv.reader(io.StringIO(head)))
+        assert rows[0] == ["id", "name", "comment", "score"] and all(len(row) == 4 for row in rows), budget
+        assert o200k(preview.text) <= budget
+
+
 def test_a_log_that_does_not_end_badly_shows_a_short_tail():
     lines = [f"copying file {i} of 50000" for i in range(50_000)]
     data = "\n".join(lines).encode()

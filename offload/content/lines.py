@@ -254,12 +254,13 @@ def _line_cap(budget: int) -> int:
 
 def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | None = None,
                  scan_errors: bool = True, line_cap: int | None = None, total: int | None = None,
-                 unit: Unit = LINES) -> LineView:
+                 unit: Unit = LINES, records: bool = False) -> LineView:
     """Head, then the tail when it matters, with exact counts of what lies between.
 
     `tail_lines` fixes how many last lines to show (CSV shows one); None decides from the content.
     `total` is the line count when the caller knows it. `unit` names the lines in what the preview
-    says it leaves out, for content whose lines are something else (NUL-separated entries).
+    says it leaves out, for content whose lines are something else (NUL-separated entries). `records`:
+    the lines are a CSV's, whose quoted fields may span lines; the head and tail keep whole records.
     """
     total = line_count(data) if total is None else total
     whole = whole_text(data, budget, count)
@@ -332,7 +333,21 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
                     data, _gap_bytes(data, shown_head, tail), scanned, gap, errors, error_numbers, complete)
         if not ran_out:
             break
+    if records:
+        shown_head, tail = _whole_records(data, shown_head, tail)
     return _assemble(data, budget, count, shown_head, tail, total, errors, error_numbers, complete, unit)
+
+
+def _whole_records(data: bytes, head: list[_Line], tail: list[_Line]) -> tuple[list[_Line], list[_Line]]:
+    """`head` and `tail` without the lines that would split a record whose quoted field spans lines:
+    the head ends after a line with an even count of quotes before its end, the tail starts at one with
+    an even count after its start (the whole text has an even count: quotes quote). A head that ended
+    in `15,name15,"multi` and a tail that began with `line, comment 2999",4498.5` read as broken rows."""
+    while head and data.count(b'"', 0, head[-1].end) % 2:
+        head = head[:-1]
+    while tail and data.count(b'"', tail[0].start) % 2:
+        tail = tail[1:]
+    return head, tail
 
 
 def whole_text(data: bytes, budget: int, count: Count) -> str | None:

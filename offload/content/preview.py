@@ -207,7 +207,8 @@ def _csv(detected: Detected, data: bytes, budget: int, count: Callable[[str], in
         "rows": shape["rows"],
         "delimiter": detected.delimiter,
     }
-    view = text_preview(data, budget, count, tail_lines=1, scan_errors=False, total=detected.lines)
+    quoted = shape.get("quoting") != "none" and b'"' in data  # then a record may span lines
+    view = text_preview(data, budget, count, tail_lines=1, scan_errors=False, total=detected.lines, records=quoted)
     extra["lines"] = view.extra["lines"]
     return Preview(view.text, view.truncated, view.omitted, shape, [], extra)
 
