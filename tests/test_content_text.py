@@ -374,7 +374,8 @@ def test_coloured_error_lines_are_found_and_file_names_are_not_errors():
                enumerate(["gpg-error", "foo-errors", "x_error", "error-prone"] * 800)]
     data = ("\n".join(listing) + "\n").encode()
     assert "error_lines" not in build_preview(detect(data), data, 800, o200k).extra
-    plain = ("\n".join(f"step {i} ok" for i in range(3000)) + "\nbuild error.\nERROR: x failed (exit code 2)\n").encode()
+    plain = "\n".join(f"step {i} ok" for i in range(3000)) + "\nbuild error.\nERROR: x failed (exit code 2)\n"
+    plain = plain.encode()
     assert build_preview(detect(plain), plain, 800, o200k).text.endswith("ERROR: x failed (exit code 2)")
 
 

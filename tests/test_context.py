@@ -604,7 +604,8 @@ def test_references_a_tool_pack_or_another_process_showed_become_placeholders(so
     fitted = soff.fit_context(messages, 8000)
     kinds = {action.strategy for action in fitted.report.actions}
     assert kinds == {"placeholder"}, fitted.report.summary()
-    assert [m.get("content") for m in fitted.messages if m["role"] == "assistant"] == [f"Finding {t}" for t in range(12)]
+    said = [m.get("content") for m in fitted.messages if m["role"] == "assistant"]
+    assert said == [f"Finding {t}" for t in range(12)]
     # the same list fitted by another offloader of the store (a restart): the placeholders stand
     fresh = Offloader(soff.settings.url).fit_context(messages, 8000)
     assert {action.strategy for action in fresh.report.actions} == {"placeholder"}

@@ -203,12 +203,13 @@ def test_a_models_call_is_read_as_it_meant_it(off, log_ref):
     out = dispatch(off, "query_artifact", {"artifact_id": aid, **nulls, "grep": "ERROR", "limit": "2"})
     assert not out.is_error and out.structured["result"] == off.query_artifact(aid, grep="ERROR", limit=2)["result"]
     # what is in doubt is still refused, with the reason
-    for args, says in (({"artifact_id": aid, "offset": "ten"}, "integer"), ({"artifact_id": aid, "offset": "1.5"}, "integer"),
-                       ({"artifact_id": aid + "x"}, "No artifact")):
+    for args, says in (({"artifact_id": aid, "offset": "ten"}, "integer"),
+                       ({"artifact_id": aid, "offset": "1.5"}, "integer"), ({"artifact_id": aid + "x"}, "No artifact")):
         out = dispatch(off, "fetch_slice", args)
         assert out.is_error and says in out.text, out.text
     missing = dispatch(off, "fetch_slice", {"artifact_id": "art_" + "z" * 16})
-    assert missing.is_error and "offload ls" not in missing.text and "as a reference in this conversation" in missing.text
+    assert missing.is_error and "offload ls" not in missing.text
+    assert "as a reference in this conversation" in missing.text
     assert all("null" in TOOLS[name]["input_schema"]["properties"]["offset"]["type"] for name in TOOLS)
 
 
