@@ -17,7 +17,8 @@ TOP_FILES = 20  # files listed by name in the extra facts; the rest are summed
 # segments without colons, each after the first only if its colon does not start `:digits:`
 # (possessive: nothing to backtrack, as fast as stopping at the first colon). Without line numbers
 # the path can only end at its first colon.
-_NUMBERED_PATH = rb"((?:[A-Za-z]:)?[^:\n]++(?::(?!\d+:)[^:\n]*+)*+):\d+:"
+_PATH_TO_NUMBER = rb"((?:[A-Za-z]:)?[^:\n]++(?::(?!\d+:)[^:\n]*+)*+)"
+_NUMBERED_PATH = _PATH_TO_NUMBER + rb":\d+:"
 _GREP_NUMBERED = re.compile(rb"\n" + _NUMBERED_PATH)
 _LINE_NUMBERED = re.compile(_NUMBERED_PATH)
 _LINE_PLAIN = re.compile(rb"((?:[A-Za-z]:)?[^:\n]+):")
@@ -224,7 +225,7 @@ def _rising_reading(lines: list[bytes]) -> list[tuple[bytes, int]] | None:
     return None if compared else readings[0]
 
 
-_FIRST_READING = re.compile(rb"((?:[A-Za-z]:)?[^:\n]++(?::(?!\d+:)[^:\n]*+)*+):(\d+):")
+_FIRST_READING = re.compile(_PATH_TO_NUMBER + rb":(\d+):")  # _LINE_NUMBERED, its number captured too
 
 
 def _rises(read: list[tuple[bytes, int]]) -> tuple[bool, bool]:

@@ -316,7 +316,7 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
         if scan_errors and gap:
             found, complete = _error_lines(data, _gap_bytes(data, shown_head, tail), gap, ERROR_LINES)
             error_numbers = [number for number, _ in found]
-            errors = [f"… {number:,}: {_clip_chars(text, 160)}" for number, text in found]
+            errors = [_error_entry(number, text) for number, text in found]
         if error_reserve:
             # Give what the error lines did not use back to the head and the tail; a listed line that
             # they now show is no longer omitted, so it leaves the list.
@@ -374,6 +374,11 @@ def _gap_bytes(data: bytes, head: list[_Line], tail: list[_Line]) -> tuple[int, 
 
 def _clip_chars(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[:limit] + f"…[+{len(text) - limit:,} chars]"
+
+
+def _error_entry(number: int, text: str) -> str:
+    """An error line of the omitted part as its list shows it: its number, then its text (160 characters)."""
+    return f"… {number:,}: {_clip_chars(text, 160)}"
 
 
 def _error_lines(data: bytes, span: tuple[int, int], gap: tuple[int, int],
@@ -438,9 +443,9 @@ def _with_edges(data: bytes, span: tuple[int, int], scanned: tuple[tuple[int, in
     if span[1] > end:
         after, whole = _error_lines(data, (end, span[1]), (last + 1, gap[1]), ERROR_LINES)
         complete = complete and whole
-    found = [(number, f"… {number:,}: {_clip_chars(text, 160)}") for number, text in before]
+    found = [(number, _error_entry(number, text)) for number, text in before]
     found += zip(numbers, errors)
-    found += [(number, f"… {number:,}: {_clip_chars(text, 160)}") for number, text in after]
+    found += [(number, _error_entry(number, text)) for number, text in after]
     if len(found) > ERROR_LINES:
         found, complete = found[:ERROR_LINES], False
     return [text for _, text in found], [number for number, _ in found], complete

@@ -75,7 +75,8 @@ class ContextGuard:
         self._off = weakref.ref(off)  # the Offloader holds its guard (weakly keyed), not the other way
         self._facts: dict[int, Facts] = {}
         self._spans: dict[tuple, list[tuple[tuple, Facts, str]]] = {}  # (api, id(first)) → (span, note, id)
-        self._references: dict[str, Stored] = {}  # artifact id → what this guard stored, and the reference
+        # artifact id → what this guard stored, and the reference; None: no reference offload showed
+        self._references: dict[str, Stored | None] = {}
         self._note_tokens: dict[str, int] = {}
         self._fits = 0
         self._lock = threading.Lock()
