@@ -145,6 +145,32 @@ def test_a_ragged_csv_keeps_every_row_and_value_and_names_the_lines(off):
     assert off.fetch_slice(ref.artifact_id, offset=2501, limit=1)["content"] == "2500,2500,extra"
 
 
+def test_the_shape_names_the_columns_sql_adds_for_ragged_records(off):
+    # 20 records carry two fields past the header, 26 lack one: over every row, as SQL reads them
+    lines = ["id,name,score"] + [f"{i},n{i}" + ("" if i % 777 == 3 else f",{i % 10}") + (",x,y" if i % 1000 == 5 else "")
+                                 for i in range(20_000)]
+    ref = off.put("\n".join(lines) + "\n", tool="export")
+    assert ref.shape["ragged"] == {"longer": 20, "shorter": 26, "extra_columns": 2, "extra_names": ["column_3", "column_4"]}
+    assert ('ragged: 20 rows have more fields than the header\'s 3 (SQL reads the extra ones as "column_3", "column_4"); '
+            "26 rows have fewer (SQL reads the missing ones as NULL)") in ref.render()
+    columns = [row["column_name"] for row in sql(off, ref.artifact_id, "SELECT column_name FROM (DESCRIBE artifact)")]
+    assert columns == ["id", "name", "score", "column_3", "column_4"]
+    assert sql(off, ref.artifact_id, "SELECT count(column_4) AS longer, count(*) - count(score) AS shorter "
+                                     "FROM artifact") == [{"longer": 20, "shorter": 26}]
+
+
+def test_ragged_records_past_the_exact_pass_are_said_to_be_from_the_sample(off, monkeypatch):
+    from offload.content import table
+    monkeypatch.setattr(table, "EXACT_NULLS_CHARS", 10_000)
+    lines = ["a,b"] + [f"{i},{i}" + ("," * (i // 100) if i % 100 == 0 else "") for i in range(1, 6000)]
+    ref = off.put("\n".join(lines) + "\n", tool="export")
+    # the first 2,000 rows hold 20 longer records (of 59), the widest with 22 fields: column_2 … column_21
+    assert ref.shape["ragged"] == {"longer": 20, "extra_columns": 20, "extra_names": ["column_2", "column_21"],
+                                   "from": "sample"}
+    assert ('ragged in the first 2,000 rows: 20 rows have more fields than the header\'s 2 (SQL reads the extra ones as '
+            '20 more columns, "column_2" … "column_21")') in ref.render()
+
+
 def test_lines_starting_with_a_hash_are_rows(off):
     # DuckDB's sniffer took them for comments in a table of up to ~500 rows, and dropped them
     text = "id,v\n" + "".join(f"{'#' if i % 10 == 1 else ''}{i},{i}\n" for i in range(500))

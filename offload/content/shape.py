@@ -491,4 +491,23 @@ def _render_table(shape: dict, width: int) -> str:
             line = " "
         line += f" {part},"
     lines.append(line.rstrip(","))
+    if ragged := shape.get("ragged"):
+        lines.append(_render_ragged(ragged, len(columns) + shape.get("more_columns", 0), shape.get("sampled")))
     return "\n".join(lines)
+
+
+def _render_ragged(ragged: dict, width: int, sampled: int | None) -> str:
+    """Records whose field count is not the header's: SQL reads the extra fields as more columns, which
+    the columns line does not name, and the missing ones as NULL. Counted over every row, or over the
+    first `sampled` ones (rows further on may have more fields, and SQL more columns)."""
+    parts = []
+    if ragged.get("longer"):
+        extra = [_quote(name) for name in ragged.get("extra_names", [])]
+        count = ragged.get("extra_columns", 0)
+        named = ", ".join(extra) if count <= len(extra) else f"{count:,} more columns, {' … '.join(extra)}"
+        parts.append(f"{ragged['longer']:,} rows have more fields than the header's {width:,} "
+                     f"(SQL reads the extra ones as {named})")
+    if ragged.get("shorter"):
+        parts.append(f"{ragged['shorter']:,} rows have fewer (SQL reads the missing ones as NULL)")
+    where = f" in the first {sampled:,} rows" if ragged.get("from") == "sample" and sampled else ""
+    return f"ragged{where}: " + "; ".join(parts)

@@ -19,7 +19,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["Layout", "column_names", "describe_table", "read_layout", "records"]
+__all__ = ["Layout", "column_names", "describe_table", "extra_names", "read_layout", "records"]
 
 TYPE_SAMPLE = 2000
 EXACT_NULLS_CHARS = 1 << 20
@@ -122,9 +122,25 @@ def column_names(header: list[str]) -> list[str]:
     return names
 
 
+def extra_names(names: list[str], widest: int) -> list[str]:
+    """The names SQL gives the fields a ragged record has past the header's `names`: `column_N`, N the
+    0-based position, suffixed ` (2)`… where a header name takes it in any case."""
+    taken = {name.lower() for name in names}
+    extra = []
+    for position in range(len(names), widest):
+        name, n = f"column_{position}", 2
+        while name.lower() in taken:
+            name, n = f"column_{position} ({n})", n + 1
+        extra.append(name)
+        taken.add(name.lower())
+    return extra
+
+
 def describe_table(data: bytes, text: str, delimiter: str) -> dict:
-    """The table's shape: {"type": "table", "rows", "delimiter", "columns": {name: {type, nulls}}}, and
-    "quoting": "none" when quotes are plain characters (`read_layout`)."""
+    """The table's shape: {"type": "table", "rows", "delimiter", "columns": {name: {type, nulls}}},
+    "quoting": "none" when quotes are plain characters (`read_layout`), and "ragged" when records have
+    more or fewer fields than the header: SQL reads those extra fields as more columns (`extra_names`),
+    which the shape would otherwise not have named."""
     layout = read_layout(data, text, delimiter)
     rows = (row for _, row in records(text, layout))
     header = next(rows, [])
@@ -133,7 +149,8 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
     sample = sample[:TYPE_SAMPLE]
     names = column_names(header)
     width = min(len(names), MAX_COLUMNS)
-    counts = _whole_columns(text, layout, width) if sampled and len(text) <= EXACT_NULLS_CHARS else None
+    whole = _whole_columns(text, layout, width) if sampled and len(text) <= EXACT_NULLS_CHARS else None
+    counts, ragged = whole if whole is not None else (None, _ragged(Counter(map(len, sample)), len(header)))
     columns: dict[str, dict] = {}
     for index, name in enumerate(names[:width]):
         values = [row[index] if index < len(row) else "" for row in sample]
@@ -154,20 +171,31 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
         shape["quoting"] = "none"
     if len(names) > MAX_COLUMNS:
         shape["more_columns"] = len(names) - MAX_COLUMNS
+    if ragged:
+        if "widest" in ragged:  # the names SQL gives the extra fields: all, or the first and the last
+            extra = extra_names(names, ragged.pop("widest"))
+            ragged["extra_columns"] = len(extra)
+            ragged["extra_names"] = extra if len(extra) <= 4 else [extra[0], extra[-1]]
+        if sampled and counts is None:
+            ragged["from"] = "sample"
+        shape["ragged"] = ragged
     if sampled and counts is None:  # types and nulls from the first rows only
         shape["sampled"] = TYPE_SAMPLE
     return shape
 
 
-def _whole_columns(text: str, layout: Layout, width: int) -> list[tuple[int, Counter, set[str]]]:
+def _whole_columns(text: str, layout: Layout, width: int) -> tuple[list[tuple[int, Counter, set[str]]], dict]:
     """For each of the first `width` columns over every row: its nulls (empty or missing fields, what SQL
     reads as NULL), its null-like text (`_NULL_LIKE`), by spelling, and the kinds of its other values
     (`_kinds`), which SQL's type is read from over every row too: from the first TYPE_SAMPLE rows alone,
-    a column whose 3,001st value was `abc` was shown as integers, and SQL read VARCHAR."""
+    a column whose 3,001st value was `abc` was shown as integers, and SQL read VARCHAR. Then the records
+    whose field count is not the header's (`_ragged`)."""
     rows = (row for _, row in records(text, layout))
-    next(rows, None)
+    header = next(rows, [])
     counts = [(0, Counter(), set()) for _ in range(width)]
+    lengths: Counter = Counter()
     while block := list(islice(rows, _NULL_BLOCK)):
+        lengths.update(map(len, block))
         # a block's columns at once, and each counted by C built-ins: no Python call per value
         for index, column in zip(range(width), zip_longest(*block, fillvalue="")):
             nulls, null_like, kinds = counts[index]
@@ -175,7 +203,20 @@ def _whole_columns(text: str, layout: Layout, width: int) -> list[tuple[int, Cou
             counts[index] = (nulls + column.count(""), null_like, _kinds(column, kinds))
         for index in range(max(map(len, block)), width):  # columns no row of the block reaches
             counts[index] = (counts[index][0] + len(block), *counts[index][1:])
-    return counts
+    return counts, _ragged(lengths, len(header))
+
+
+def _ragged(lengths: Counter, width: int) -> dict:
+    """{"longer": records with more fields than the header's `width`, "widest": the most fields of one,
+    "shorter": records with fewer}, each key only when there are such records; `lengths` counts the
+    records of each field count."""
+    ragged: dict = {}
+    if longer := sum(n for length, n in lengths.items() if length > width):
+        ragged["longer"] = longer
+        ragged["widest"] = max(lengths)
+    if shorter := sum(n for length, n in lengths.items() if length < width):
+        ragged["shorter"] = shorter
+    return ragged
 
 
 def _line_rows(data: bytes) -> int:

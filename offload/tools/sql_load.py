@@ -16,7 +16,7 @@ import duckdb
 import orjson
 
 from offload.content import parse_json
-from offload.content.table import QUOTE, Layout, column_names, read_layout, records
+from offload.content.table import QUOTE, Layout, column_names, extra_names, read_layout, records
 from offload.errors import QueryError
 from offload.jsontext import dumps
 
@@ -266,13 +266,7 @@ def _rectangular(folder: str, text: str, layout: Layout, header: bool,
             widest = max(widest, len(row))
     if header:
         names = column_names(first)  # the shape's, and past them names no header name takes in any case
-        taken = {name.lower() for name in names}
-        for position in range(width, widest):
-            name, n = f"column_{position}", 2
-            while name.lower() in taken:
-                name, n = f"column_{position} ({n})", n + 1
-            names.append(name)
-            taken.add(name.lower())
+        names += extra_names(names, widest)
     else:
         names = [f"column{i}" for i in range(widest)]
     with open(os.path.join(folder, "rectangular.csv"), "x", encoding="utf-8", newline="") as file:
