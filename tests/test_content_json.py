@@ -154,6 +154,18 @@ def test_hint_results_on_a_big_array_are_exact_or_absent():
         assert summary == (f"{len(result):,} items" if isinstance(result, list) else f"{result:,}")
 
 
+def test_the_main_array_of_numbers_or_strings_has_exact_figures():
+    # the extremes and the rare value lie past the 2,000 items the shape looks at
+    numbers = [i % 1000 for i in range(50_000)] + [-7, 10**6] + [3] * 1000
+    levels = ["info"] * 40_000 + ["warn"] * 9_000 + ["fatal"]
+    for doc, rendered in (({"samples": numbers}, "samples: array[51,002] of integer -7–1,000,000 (sampled 2,000)"),
+                          ({"levels": levels}, '"info"(40,000)|"warn"(9,000)|"fatal"(1)')):
+        data = orjson.dumps(doc)
+        shape = build_preview(detect(data), data, 500, o200k).shape
+        assert rendered in render_shape(shape), render_shape(shape)
+        assert "in sample" not in render_shape(shape)
+
+
 def test_a_document_that_gives_a_key_twice_is_not_shown_as_complete():
     """A parser keeps the last value of a key given twice: {"items": [5,000 items], "items": []} parsed to
     {"items": []}, shown "complete" as if the result were empty."""

@@ -334,6 +334,9 @@ def _recount_values(element: _Slot, items: list) -> None:
     Each column is read with `map(dict.get, ...)` and summed up by C built-ins (Counter, min, max,
     filter): no Python bytecode per item, which matters at a million items.
     """
+    if not element.keys:  # an array of numbers or strings: the items are the column
+        _recount_column(element, items, ranged=element.minimum is not None)
+        return
     valued = [key for key, child in element.keys.items() if child._values() is not None][:EXACT_FIELDS]
     ranged = [key for key, child in element.keys.items() if child.minimum is not None][:EXACT_RANGES]
     for key in valued + ranged:
@@ -341,20 +344,26 @@ def _recount_values(element: _Slot, items: list) -> None:
             column = list(map(dict.get, items, repeat(key)))
         except TypeError:  # an item that is not an object: keep the sample's figures
             return
-        child = element.keys[key]
-        if key in ranged:
-            numbers = _finite_numbers(column)
-            if numbers:
-                child.minimum, child.maximum, child.exact_range = min(numbers), max(numbers), True
-            continue
-        try:
-            counts = Counter(column)
-        except TypeError:  # an unhashable value (a list or an object) in that field
-            continue
-        strings = {value: n for value, n in counts.most_common() if isinstance(value, str)}
-        long_value = any(len(value) > VALUE_CHARS for value in strings)
-        low_cardinality = len(strings) <= MAX_VALUES and not long_value
-        child.exact_values = strings if low_cardinality else {}
+        _recount_column(element.keys[key], column, ranged=key in ranged)
+
+
+def _recount_column(child: _Slot, column: list, ranged: bool) -> None:
+    """A field's range (`ranged`) or its value counts from every item's value, `column`."""
+    if ranged:
+        numbers = _finite_numbers(column)
+        if numbers:
+            child.minimum, child.maximum, child.exact_range = min(numbers), max(numbers), True
+        return
+    if child._values() is None:
+        return
+    try:
+        counts = Counter(column)
+    except TypeError:  # an unhashable value (a list or an object) in that field
+        return
+    strings = {value: n for value, n in counts.most_common() if isinstance(value, str)}
+    long_value = any(len(value) > VALUE_CHARS for value in strings)
+    low_cardinality = len(strings) <= MAX_VALUES and not long_value
+    child.exact_values = strings if low_cardinality else {}
 
 
 def _finite_numbers(column: list) -> list:
