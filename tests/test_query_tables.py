@@ -10,6 +10,7 @@ import re
 import pytest
 
 from offload import Offloader, QueryError
+from offload.content.table import read_layout, records
 from offload.tools.schemas import QUERY_ARTIFACT_SCHEMA, dispatch
 
 
@@ -178,6 +179,45 @@ def test_lines_starting_with_a_hash_are_rows(off):
     assert ref.shape["rows"] == 500
     assert sql(off, ref.artifact_id, "SELECT count(*) AS n, count(*) FILTER (id LIKE '#%') AS hashed "
                                      "FROM artifact") == [{"n": 500, "hashed": 50}]
+
+
+# -- C2: pipe tables drawn for people ------------------------------------------------------------------
+
+_DRAWN = {
+    # psql: a rule under the header, cells padded, NULL an empty cell, a row-count footer
+    "psql": lambda rows: (" id |  name   | v \n----+---------+---\n"
+                          + "".join(f" {i:>4} | n{i:<6} | {'' if i % 100 == 7 else i}\n" for i in rows)
+                          + f"({len(rows):,} rows)\n"),
+    # Markdown: pipes at both edges, alignment colons in the rule, an empty first cell
+    "markdown": lambda rows: ("| id | name | v |\n|---:|:-----|--:|\n"
+                              + "".join(f"| {i} | {'' if i % 100 == 7 else f'n{i}'} | {'' if i % 100 == 7 else i} |\n"
+                                        for i in rows)),
+    # the MySQL client: rules above and below, its own footer
+    "mysql": lambda rows: ("+------+---------+------+\n| id   | name    | v    |\n+------+---------+------+\n"
+                           + "".join(f"| {i:>4} | n{i:<6} | {'NULL' if i % 100 == 7 else i:>4} |\n" for i in rows)
+                           + f"+------+---------+------+\n{len(rows)} rows in set (0.01 sec)\n"),
+}
+
+
+@pytest.mark.parametrize("style", sorted(_DRAWN))
+def test_a_pipe_table_drawn_for_people_is_read_without_its_rules_and_padding(off, style):
+    ref = off.put(_DRAWN[style](range(3000)), tool="psql")
+    assert (ref.kind, ref.shape["rows"], list(ref.shape["columns"])) == ("csv", 3000, ["id", "name", "v"])
+    assert "ragged" not in ref.shape and ref.shape["columns"]["id"]["type"] == "integer"
+    assert "3,000 rows × 3 columns (pipe-separated, header row; rule lines are not rows, cells are trimmed)" in ref.render()
+    assert sql(off, ref.artifact_id, "SELECT count(*) AS n, min(id) AS lo, max(id) AS hi FROM artifact") == [
+        {"n": 3000, "lo": 0, "hi": 2999}]
+    seven = sql(off, ref.artifact_id, "SELECT name, v FROM artifact WHERE id = 107")
+    assert seven == [{"name": "n107", "v": None} if style == "psql" else
+                     {"name": None, "v": None} if style == "markdown" else {"name": "n107", "v": "NULL"}]
+
+
+def test_a_pipe_separated_export_without_rules_is_read_as_it_was():
+    data = ("id|v\n" + "".join(f"{i}| {i} \n" for i in range(3000))).encode()
+    text = data.decode()
+    layout = read_layout(data, text, "|")
+    assert (layout.framed, layout.quote, layout.rows) == ("", '"', 3000)
+    assert next(records(text, layout)) == (0, ["id", "v"]) and list(records(text, layout))[1] == (1, ["0", " 0 "])
 
 
 # -- D: the shape and SQL agree --------------------------------------------------------------------

@@ -18,6 +18,7 @@ import orjson
 
 from offload.content.binary import CONTROL_BYTES, sniff_binary
 from offload.content.lines import nul_separated
+from offload.content.table import is_rule
 from offload.jsontext import may_hold_big_integers
 from offload.utf8 import invalid_bytes
 
@@ -391,6 +392,8 @@ def sniff_delimiter(data: bytes) -> str | None:
     if len(lines) < 2:
         return None
     for delimiter in _CSV_DELIMITERS:
+        if delimiter == "|":  # a pipe table's rule lines (`+----+`, `|---|`) are not rows
+            lines = [line for line in lines if not is_rule(line)] or lines
         if delimiter not in lines[0]:
             continue
         try:
@@ -429,9 +432,8 @@ def _plausible_header(names: list[str]) -> bool:
     free = (not names[0].strip()) + (len(names) > 2 and not names[-1].strip())
     if sum(not name.strip() for name in names) > len(names) // 4 + free:
         return False
-    return not any(
-        len(name) > 64 or name.count(" ") > 4 or _NOT_A_NAME.fullmatch(name.strip()) for name in names
-    )
+    names = [name.strip() for name in names]  # psql pads a name to its column's width
+    return not any(len(name) > 64 or name.count(" ") > 4 or _NOT_A_NAME.fullmatch(name) for name in names)
 
 
 def _text_content_type(data: bytes, start: int) -> str:

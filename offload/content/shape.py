@@ -481,6 +481,8 @@ def _render_table(shape: dict, width: int) -> str:
     columns = shape.get("columns", {})
     delimiter = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe"}.get(shape.get("delimiter"), "?")
     quoting = ", quotes as plain text" if shape.get("quoting") == "none" else ""
+    if shape.get("framed"):  # a table drawn for people: SQL reads its cells trimmed, as the shape does
+        delimiter, quoting = "pipe", "; rule lines are not rows, cells are trimmed"
     head = (f"table: {shape.get('rows', 0):,} rows × {len(columns):,} columns ({delimiter}-separated, header row"
             f"{quoting})")
     if shape.get("sampled"):

@@ -19,7 +19,7 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["Layout", "column_names", "describe_table", "extra_names", "read_layout", "records"]
+__all__ = ["Layout", "column_names", "describe_table", "extra_names", "is_rule", "read_layout", "records"]
 
 TYPE_SAMPLE = 2000
 EXACT_NULLS_CHARS = 1 << 20
@@ -52,6 +52,14 @@ _QUOTING_ERROR = re.compile(r"expected after '\"'|unexpected end of data")
 _WIDER = {frozenset({"integer", "float"}): "float"}
 
 
+# A pipe table's rule line: dashes between `|` or `+` (psql's `----+---`, Markdown's `|---|:--:|`, the
+# MySQL client's `+----+------+`), and a row-count footer, psql's `(3,000 rows)` or MySQL's `3000 rows in
+# set (0.01 sec)`: neither is a record.
+_RULE = re.compile(r"[ \t]*[|+]?(?:[ \t]*:?-+:?[ \t]*[|+])+(?:[ \t]*:?-+:?[ \t]*)?[ \t]*")
+_FOOTER = re.compile(r"\(\d[\d,]* rows?\)|(?:\d[\d,]* rows? in set|Empty set)(?:, \d+ warnings?)?(?: \([\d.]+ sec\))?")
+_FRAME_LINES = 3  # a rule among a table's first lines makes it framed
+
+
 @dataclass(frozen=True)
 class Layout:
     """How a CSV/TSV text is read, by its shape and by SQL alike."""
@@ -59,6 +67,15 @@ class Layout:
     delimiter: str
     quote: str  # '"': a field may be quoted (RFC 4180, "" inside); "": every " is a plain character
     rows: int  # records after the header; a blank line is no record
+    # "" for CSV; a pipe table drawn for people (`is_rule`), whose rule lines and psql's footer are no
+    # records and whose cells are trimmed: "inner" when only its columns are between pipes (psql),
+    # "edges" when each line also starts and ends with one (Markdown, the MySQL client)
+    framed: str = ""
+
+
+def is_rule(line: str) -> bool:
+    """Whether `line` is a pipe table's rule line (dashes between `|` or `+`)."""
+    return bool(_RULE.fullmatch(line.rstrip("\r")))
 
 
 def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
@@ -70,6 +87,9 @@ def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
     quote as an opening one would swallow the lines up to the next `"`, half the rows of a column of
     `"12 inch` values.
     """
+    if delimiter == "|" and (framed := _framing(text)):
+        layout = Layout(delimiter, "", 0, framed)
+        return Layout(delimiter, "", max(0, sum(1 for _ in records(text, layout)) - 1), framed)
     if QUOTE in text:
         try:
             return Layout(delimiter, QUOTE, max(0, sum(1 for row in reader(text, delimiter, QUOTE) if row) - 1))
@@ -87,15 +107,36 @@ def reader(text: str, delimiter: str, quote: str):
     return csv.reader(io.StringIO(text), delimiter=delimiter, quoting=csv.QUOTE_NONE)
 
 
+def _framing(text: str) -> str:
+    """A pipe table's `Layout.framed`: "" unless a rule line is among its first non-blank lines."""
+    lines = [line for line in text[:64 * 1024].split("\n", 64)[:64] if line.strip()][:_FRAME_LINES + 1]
+    if not any(map(is_rule, lines[:_FRAME_LINES])):
+        return ""
+    header = next((line.strip() for line in lines if not is_rule(line)), "")
+    return "edges" if header.startswith("|") and header.endswith("|") and len(header) > 1 else "inner"
+
+
 def records(text: str, layout: Layout) -> Iterator[tuple[int, list[str]]]:
     """Each record, the header first, with the 0-based line it starts on (as fetch_slice numbers lines);
-    blank lines are skipped."""
+    blank lines are skipped, and a framed table's rule and footer lines (`Layout.framed`)."""
     rows = reader(text, layout.delimiter, layout.quote)
     line = 0
     for row in rows:
-        if row:
+        if row and (not layout.framed or (row := _cells(row, layout.framed))):
             yield line, row
         line = rows.line_num
+
+
+def _cells(row: list[str], framed: str) -> list[str] | None:
+    """A framed table's record: its cells trimmed, without the empty fields outside its edge pipes;
+    None for a rule line or a footer. (Read without quoting, a record's fields joined are its line.)"""
+    line = "|".join(row)
+    if _RULE.fullmatch(line) or _FOOTER.fullmatch(line.strip()) or not line.strip():
+        return None
+    if framed == "edges":  # the field before the first pipe and the one after the last, when empty
+        row = row[1:] if not row[0].strip() else row
+        row = row[:-1] if row and not row[-1].strip() else row
+    return [cell.strip() for cell in row]
 
 
 def column_names(header: list[str]) -> list[str]:
@@ -167,7 +208,9 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
         elif sampled and ("nulls" in column or "null_like" in column):
             column["nulls_from"] = "sample"
     shape: dict = {"type": "table", "rows": layout.rows, "delimiter": delimiter, "columns": columns}
-    if not layout.quote:
+    if layout.framed:
+        shape["framed"] = layout.framed
+    elif not layout.quote:
         shape["quoting"] = "none"
     if len(names) > MAX_COLUMNS:
         shape["more_columns"] = len(names) - MAX_COLUMNS

@@ -207,7 +207,7 @@ def fill_csv(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, delimite
     names = column_names(first) if header else None
     expected = layout.rows + (0 if header or not first else 1)
     path = _write(folder, "artifact.csv", data)
-    if not layout.quote or QUOTE not in text or not _spaced_quote(text):
+    if not layout.framed and (not layout.quote or QUOTE not in text or not _spaced_quote(text)):
         try:
             _read_csv(conn, path, delimiter, layout.quote, header, names)
             columns = conn.execute("SELECT count(*) FROM (DESCRIBE artifact)").fetchone()[0]
