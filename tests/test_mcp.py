@@ -74,7 +74,9 @@ def test_results_carry_text_and_structured_content_matching_the_output_schema(sq
     derived = results["derived"].structured_content
     assert derived["derived_from"] == aid and derived["artifact_id"] != aid
     assert results["derived"].content[0].text.startswith("[offload] The result of `query_artifact`")
-    assert results["error"].is_error and results["error"].structured_content["error"] == "invalid_argument"
+    # an error carries no structuredContent: clients check it against the outputSchema, which is a page's
+    assert results["error"].is_error and results["error"].structured_content is None
+    assert results["error"].content[0].text.startswith("Error: ")
 
 
 # -- over stdio, the server in its own process ------------------------------------------------------

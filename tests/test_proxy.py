@@ -774,6 +774,52 @@ def test_npm_filesystem_server_media_blob_is_stored_once(tmp_path, sqlite_url):
         assert only["kind"] == "binary" and b"".join(off.iter_raw(only["id"])) == blob
 
 
+_TS_CLIENT = """
+import {{ Client }} from {client};
+import {{ StdioClientTransport }} from {stdio};
+const [command, ...args] = JSON.parse(process.argv[2]);
+const calls = JSON.parse(process.argv[3]);
+const client = new Client({{name: "ts", version: "1"}});
+await client.connect(new StdioClientTransport({{command, args, stderr: "ignore"}}));
+await client.listTools();  // the client keeps each tool's outputSchema, and checks results against it
+const out = [];
+for (const [name, args] of calls) {{
+  try {{ const r = await client.callTool({{name, arguments: args}}); out.push({{isError: !!r.isError, text: r.content[0].text}}); }}
+  catch (e) {{ out.push({{thrown: e.message}}); }}
+}}
+console.log(JSON.stringify(out));
+await client.close();
+"""
+
+
+@pytest.mark.skipif(not FS_SERVER, reason="set OFFLOAD_TEST_FS_SERVER to the npm filesystem server's bin "
+                    "(.ci/run installs it; the official TypeScript MCP client comes with it)")
+@pytest.mark.parametrize("serve", ["mcp", "proxy"])
+def test_the_official_typescript_client_shows_errors_and_pages(tmp_path, sqlite_url, serve):
+    """That client checks a result's structuredContent against the tool's outputSchema, an error's too:
+    `{"error", "message"}` made it throw (-32602), and the model never saw what was wrong."""
+    sdk = Path(FS_SERVER).parent.parent / "@modelcontextprotocol" / "sdk" / "dist" / "esm"  # node_modules/.bin/…
+    script = tmp_path / "client.mjs"
+    script.write_text(_TS_CLIENT.format(client=json.dumps(str(sdk / "client" / "index.js")),
+                                        stdio=json.dumps(str(sdk / "client" / "stdio.js"))))
+    with Offloader(sqlite_url) as off:
+        aid = off.put("".join(f"line {i}\n" for i in range(50_000)), tool="shell").artifact_id
+        doc = off.put({"items": [{"id": i} for i in range(5000)]}, tool="api").artifact_id
+    command = ([sys.executable, "-m", "offload", "--url", sqlite_url, "mcp"] if serve == "mcp"
+               else proxy_command(sqlite_url, [FS_SERVER, str(tmp_path)]))
+    calls = [("fetch_slice", {"artifact_id": aid, "offset": -2}), ("fetch_slice", {"artifact_id": aid, "limit": 0}),
+             ("fetch_slice", {"artifact_id": "art_doesnotexist00"}),
+             ("query_artifact", {"artifact_id": doc, "jmespath": "items[?"})]
+    done = subprocess.run(["node", str(script), json.dumps(command), json.dumps(calls)], capture_output=True,
+                          text=True, timeout=120, env={**os.environ, "OFFLOAD_CONFIG": os.devnull})
+    assert done.returncode == 0, done.stderr
+    page, zero, unknown, bad = json.loads(done.stdout)
+    assert page == {"isError": False, "text": page["text"]} and page["text"].startswith("line 49998\nline 49999\n")
+    assert zero == {"isError": True, "text": zero["text"]} and "limit must be at least 1" in zero["text"]
+    assert unknown["isError"] and "No artifact 'art_doesnotexist00'" in unknown["text"]
+    assert bad["isError"] and "Invalid JMESPath" in bad["text"]
+
+
 def test_an_unreachable_http_upstream_is_named_with_its_cause(sqlite_url):
     """The error named only "ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)"."""
     initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {

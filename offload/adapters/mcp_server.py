@@ -15,6 +15,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..errors import InvalidArgument
+from ..tools.schemas import mcp_structured
 from .toolpack import ToolPack
 
 if TYPE_CHECKING:
@@ -50,7 +51,7 @@ def build_server(off: "Offloader", *, session: str | None = None) -> "Server":
     async def call_tool(_ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         out = await pack.acall(params.name, params.arguments or {})
         return types.CallToolResult(content=[types.TextContent(type="text", text=out.text)],
-                                    structured_content=out.structured, is_error=out.is_error)
+                                    structured_content=mcp_structured(out), is_error=out.is_error)
 
     try:
         offload_version = version("offload")

@@ -233,6 +233,13 @@ def error_output(message: str, code: str) -> ToolOutput:
     return ToolOutput(f"Error: {message}", {"error": code, "message": message}, is_error=True)
 
 
+def mcp_structured(out: ToolOutput) -> dict[str, Any] | None:
+    """The structuredContent of an MCP result: none for an error. A client checks any structuredContent
+    against the tool's outputSchema, which describes a page or a query result: the official TypeScript
+    client threw on `{"error", "message"}` (-32602), and the model never saw the message."""
+    return None if out.is_error else out.structured
+
+
 def render_slice(page: dict[str, Any]) -> str:
     unit = page["unit"]
     end = page["offset"] + page["returned"] - 1

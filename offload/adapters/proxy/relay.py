@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, BinaryIO, Callable
 import orjson
 
 from ...jsontext import dumps
-from ...tools.schemas import dispatch
+from ...tools.schemas import dispatch, mcp_structured
 from ...jsontext import loads
 from .lean import LEND_AT, parse_lean, restore
 from .results import (LOCAL_TOOLS, local_tool_definitions, offload_call_result, patch_tool_listing,
@@ -205,8 +205,9 @@ class Relay:
     async def _local_call(self, request_id: Any, params: dict[str, Any]) -> None:
         out = await asyncio.to_thread(dispatch, self.off, params["name"], params.get("arguments"),
                                       session=self.session)
-        result: dict[str, Any] = {"content": [{"type": "text", "text": out.text}],
-                                  "structuredContent": out.structured, "isError": out.is_error}
+        result: dict[str, Any] = {"content": [{"type": "text", "text": out.text}], "isError": out.is_error}
+        if (structured := mcp_structured(out)) is not None:
+            result["structuredContent"] = structured
         if _is_modern(params):
             result["resultType"] = "complete"
         self.write(_response(request_id, result))
