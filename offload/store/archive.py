@@ -2,14 +2,22 @@
 and the extract log in one tar file, so a store moves between machines or backends.
 
 Layout: `manifest.json`, `artifacts.ndjson`, `extracts.ndjson`, `contents.ndjson` (sizes and item
-paths), `content/<sha256>` (the raw bytes, streamed chunk by chunk both ways) and `items/<sha256>` (the
-packed item index). Import is idempotent: ids already present are skipped, content is deduplicated.
+paths), then for each content `items/<sha256>` (the packed item index) and `content/<sha256>` (the raw
+bytes, streamed chunk by chunk both ways). Import is idempotent: ids already present are skipped, content
+is deduplicated.
+
+Every member is checked before what it holds is stored: a content by its name (its sha256, re-hashed as it
+is stored), the others by the sha256 the manifest gives them (`digests`), and an item index also by its
+bounds within its content. An archive edited or damaged anywhere but in the manifest is refused at the
+member it was met in (a forger who rewrites the manifest too is not what this guards against). Archives
+written before the manifest carried digests are read without them.
 """
 
 from __future__ import annotations
 
 import contextlib
 import datetime as dt
+import hashlib
 import io
 import os
 import tarfile
@@ -97,8 +105,15 @@ def export_archive(store: Store, namespace: str, path: Path | BinaryIO, *, progr
                                                 .order_by(extracts.c.created_at, extracts.c.id)).mappings()]
         shas = sorted({r["sha256"] for r in rows if r["sha256"]})
         infos = [dict(r) for r in conn.execute(sa.select(contents).where(contents.c.sha256.in_(shas))).mappings()]
+    members = {"artifacts.ndjson": _dumps(rows), "extracts.ndjson": _dumps(logged),
+               "contents.ndjson": _dumps([{k: i[k] for k in ("sha256", "bytes", "items", "items_path")}
+                                          for i in infos])}
+    digests = {name: _digest(data) for name, data in members.items()}
+    digests.update((f"items/{i['sha256']}", _digest(_item_blob(store, i["sha256"])))
+                   for i in infos if i["items"] is not None)
     manifest = {"format": FORMAT, "version": VERSION, "namespace": namespace, "artifacts": len(rows),
-                "extracts": len(logged), "contents": len(infos), "bytes": sum(i["bytes"] for i in infos)}
+                "extracts": len(logged), "contents": len(infos), "bytes": sum(i["bytes"] for i in infos),
+                "digests": digests}
     with contextlib.ExitStack() as stack:
         if isinstance(path, (str, Path)):
             # it holds every result the store does: readable by its owner only, as the store (a new file)
@@ -106,27 +121,35 @@ def export_archive(store: Store, namespace: str, path: Path | BinaryIO, *, progr
             tar = stack.enter_context(tarfile.open(fileobj=file, mode="w"))
         else:
             tar = stack.enter_context(tarfile.open(fileobj=path, mode="w|"))
-        _write_members(store, tar, manifest, rows, logged, infos, progress)
+        _write_members(store, tar, manifest, members, infos, progress)
     return manifest
 
 
-def _write_members(store: Store, tar: tarfile.TarFile, manifest: dict, rows: list[dict], logged: list[dict],
+def _write_members(store: Store, tar: tarfile.TarFile, manifest: dict, members: dict[str, bytes],
                    infos: list[dict], progress: Progress | None) -> None:
-    """The members in the order import reads them: manifest, rows, then each content and its item index."""
+    """The members in the order import reads them: manifest, rows, then each content's item index (checked
+    before the content is stored) and the content."""
     _add_bytes(tar, "manifest.json", orjson.dumps(manifest))
-    _add_bytes(tar, "artifacts.ndjson", _dumps(rows))
-    _add_bytes(tar, "extracts.ndjson", _dumps(logged))
-    _add_bytes(tar, "contents.ndjson", _dumps([{k: i[k] for k in ("sha256", "bytes", "items", "items_path")}
-                                               for i in infos]))
+    for name, data in members.items():
+        _add_bytes(tar, name, data)
     for info in infos:
+        if info["items"] is not None:  # read a second time (once for its digest): one index in memory at once
+            _add_bytes(tar, f"items/{info['sha256']}", _item_blob(store, info["sha256"]))
         member = tarfile.TarInfo(f"content/{info['sha256']}")
         member.size = info["bytes"]
         tar.addfile(member, io.BufferedReader(_ChunkReader(store.iter_bytes(info["sha256"]), progress)))
-        if info["items"] is not None:
-            with store.engine.connect() as conn:
-                blobs = conn.execute(sa.select(item_blocks.c.data).where(
-                    item_blocks.c.sha256 == info["sha256"]).order_by(item_blocks.c.block)).scalars().all()
-            _add_bytes(tar, f"items/{info['sha256']}", b"".join(bytes(b) for b in blobs))
+
+
+def _item_blob(store: Store, sha: str) -> bytes:
+    """A content's item index as it is stored: its blocks of packed (start, end) pairs, joined."""
+    with store.engine.connect() as conn:
+        blobs = conn.execute(sa.select(item_blocks.c.data).where(
+            item_blocks.c.sha256 == sha).order_by(item_blocks.c.block)).scalars().all()
+    return b"".join(bytes(b) for b in blobs)
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
 
 
 def import_archive(store: Store, path: Path | BinaryIO, *, namespace: str | None = None,
@@ -171,14 +194,21 @@ def _import_members(store: Store, tar: tarfile.TarFile, namespace: str | None, p
         found = meta if not isinstance(meta, dict) else {k: meta.get(k) for k in ("format", "version")}
         raise InvalidArgument(f"{label} is not an offload archive of version {VERSION} (its manifest says {found!r})")
     target = namespace if namespace is not None else meta["namespace"]
+    digests = meta.get("digests")  # None in archives written before the manifest held them
+    if digests is not None and not isinstance(digests, dict):
+        raise ValueError("its manifest's digests are not an object")
     rows_by_sha: dict[str, list[dict]] = {}
     infos: dict[str, dict] = {}
     pending_items: dict[str, bytes] = {}
+    seen: set[str] = set()
     for member in tar:
         name = member.name
         data = tar.extractfile(member) if member.isfile() else None
-        if data is None:
+        if data is None or member.name == first.name:  # a file's members are listed from the first again
             continue
+        if not name.startswith("content/"):
+            data = io.BytesIO(_checked(name, data.read(), digests))
+            seen.add(name)
         if name == "artifacts.ndjson":
             for row in _loads(data.read()):
                 row["namespace"] = target
@@ -200,7 +230,7 @@ def _import_members(store: Store, tar: tarfile.TarFile, namespace: str | None, p
         elif name == "contents.ndjson":
             infos = {i["sha256"]: i for i in _loads(data.read())}
         elif name.startswith("items/"):
-            pending_items[name[6:]] = data.read()
+            pending_items[name[6:]] = _bounded_index(name, data.read(), infos.get(name[6:]))
         elif name.startswith("content/"):
             sha = name[8:]
             rows = rows_by_sha.pop(sha, [])
@@ -209,7 +239,10 @@ def _import_members(store: Store, tar: tarfile.TarFile, namespace: str | None, p
                 imported["contents"] += 1
                 imported["artifacts"] += stored
                 imported["skipped"] += len(rows) - stored
-    # item indexes follow their content in the archive: attach them now
+    if missing := sorted(set(digests or ()) - seen):  # a member the manifest names never came
+        raise ValueError(f"{missing[0]} is missing" + (f", and {len(missing) - 1:,} more members" if len(missing) > 1
+                                                       else ""))
+    # item indexes come before their content (after it, in archives written before 2026-12-07): attach them
     for sha, blob in pending_items.items():
         _attach_items(store, sha, blob, (infos.get(sha) or {}).get("items_path") or "")
     for rows in rows_by_sha.values():  # rows whose content the archive lacks: keep them as tombstones
@@ -218,6 +251,33 @@ def _import_members(store: Store, tar: tarfile.TarFile, namespace: str | None, p
                 **row, "sha256": None, "status": "deleted", "ended_at": row.get("ended_at") or row["created_at"],
                 "args_text": args_text(row.get("args"))}) else "skipped"] += 1
     return {**meta, "imported": imported}
+
+
+def _checked(name: str, data: bytes, digests: dict | None) -> bytes:
+    """`data` when it is what the manifest's digest says; a ValueError (the archive is damaged) if not."""
+    if digests is None:
+        return data
+    expected = digests.get(name)
+    if expected is None:
+        raise ValueError(f"its member {name!r} is not in its manifest")
+    if _digest(data) != expected:
+        raise ValueError(f"{name} no longer matches its sha256 in the manifest, so it was not read")
+    return data
+
+
+def _bounded_index(name: str, blob: bytes, info: dict | None) -> bytes:
+    """`blob` when it is an item index its content can hold: (start, end) pairs within the content's
+    bytes, in order, as many as contents.ndjson says. A ValueError if not (read by digest-less archives
+    too: a changed offset served one item's bytes for another's)."""
+    size = (info or {}).get("bytes")
+    if len(blob) % 16 or not isinstance(size, int):
+        raise ValueError(f"{name} is not the item index of a content in the archive")
+    pairs = unpack_block(blob)
+    starts, ends = pairs[:, 0], pairs[:, 1]
+    if ((info.get("items") is not None and info["items"] != len(pairs)) or (starts < 0).any()
+            or (ends < starts).any() or (ends > size).any() or (np.diff(starts) < 0).any()):
+        raise ValueError(f"{name} holds item ranges its content ({size:,} bytes) cannot have")
+    return blob
 
 
 def _count(number: int, noun: str) -> str:
