@@ -582,6 +582,26 @@ def relayed(store_url: str, tool: str, results: list[bytes]) -> list[bytes]:
     return run(scenario)
 
 
+def test_many_items_each_over_budget_become_one_reference_within_it(sqlite_url, real_count):
+    """Each text item over the budget became a reference of its own: 100 of them came to 51,102 tokens
+    against the tool's 4,000. Their texts become one artifact instead; a blob stays its own."""
+    texts = ["".join(f"item {k} line {j}: {'lorem ipsum dolor ' * 3}\n" for j in range(300)) for k in range(60)]
+    blob = base64.b64encode(random.Random(1).randbytes(300_000)).decode()
+    content = [{"type": "text", "text": text} for text in texts[:30]]
+    content.append({"type": "resource", "resource": {"uri": "file:///r.txt", "mimeType": "text/plain", "text": texts[30]}})
+    content.append({"type": "resource", "resource": {"uri": "file:///b.bin", "mimeType": "application/octet-stream",
+                                                     "blob": blob}})
+    content += [{"type": "text", "text": text} for text in texts[31:]]
+    [line] = relayed(sqlite_url, "t", [json.dumps({"content": content}).encode()])
+    items = json.loads(line)["result"]["content"]
+    assert len(items) == 2 and sum(real_count(item["text"]) for item in items) <= 4000
+    assert items[1]["text"].startswith("Embedded resource file:///b.bin (application/octet-stream):\n[offload]")
+    with Offloader(sqlite_url) as off:
+        stored = b"".join(off.iter_raw(artifact_id(items[0]["text"]))).decode()
+        assert b"".join(off.iter_raw(artifact_id(items[1]["text"]))) == base64.b64decode(blob)
+    assert stored == "\n\n".join(texts[:30] + ["Embedded resource file:///r.txt (text/plain):\n" + texts[30]] + texts[31:])
+
+
 def test_an_upstream_that_exits_while_a_request_is_written_is_named_with_its_exit_and_stderr(sqlite_url, tmp_path):
     """The first request to meet a dead upstream was answered "... is not accepting input ()." (asyncio's
     BrokenPipeError() for a write cut short has no words); later ones named the exit code. Both do now."""

@@ -1,8 +1,8 @@
 """What the proxy changes in an upstream's messages: tool results over budget, and the tool listing.
 
 A `tools/call` result keeps its shape; only its oversized parts are replaced. Each text item or embedded
-resource over the tool's budget becomes a text item holding the reference; several items that only
-together exceed it are stored as one artifact; an oversized `structuredContent` becomes the reference's
+resource over the tool's budget becomes a text item holding the reference; when those and the items that
+passed are over it together, all the texts are stored as one artifact; an oversized `structuredContent` becomes the reference's
 structured form (one copy stored when it duplicates an offloaded text, as the spec has servers do). The
 listing gains fetch_slice and query_artifact, and each declared outputSchema also admits that form.
 """
@@ -22,7 +22,7 @@ from ...jsontext import dumps
 from ...jsontext import loads
 from .lean import LentText, restore
 from ...reference import Reference
-from ...results import json_text
+from ...results import json_text, to_payload
 from ...tools.schemas import OUTPUT_SCHEMAS, TOOLS
 
 if TYPE_CHECKING:
@@ -162,6 +162,8 @@ def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, 
     items = content if isinstance(content, list) else []
     new_items: list[Any] = list(items)
     stored: list[_Stored] = []
+    originals: dict[int, str] = {}  # what was stored of each text item, by its index
+    blobs: set[int] = set()  # the items that were bytes, now a reference each
     changed = False
 
     for index, item in enumerate(items):
@@ -177,22 +179,33 @@ def offload_call_result(off: "Offloader", tool: str, result: dict[str, Any], *, 
                 value = payload.value
                 original = payload.original or (value if isinstance(value, bytes) else _utf8(value))
                 stored.append(_Stored(original, out))
+                # bytes as a str that `process` stores as those bytes again (see `results.json_text`)
+                originals[index] = _labelled(payload.label, value.decode("utf-8", "surrogateescape")
+                                             if isinstance(value, bytes) else value)
             elif isinstance(out, Reference):  # a blob, which the structured form may repeat as it came
                 holder, key, _ = _holder(item)
                 stored.append(_Stored(b"", out, base64=_utf8(holder[key])))
+                blobs.add(index)
             changed = True
 
-    # Items that fit one by one but not together: store them as one artifact, joined by blank lines.
-    inline = [i for i, item in enumerate(new_items) if item is items[i] and isinstance(_text_of(item), str)]
-    if len(inline) > 1:
-        joined = "\n\n".join(_text_of(items[i]) for i in inline)
+    # Items over the budget together, as they would now be shown (texts that fit one by one, or a
+    # reference each: 100 items of 4,250 tokens came to 51,102 tokens of references): all the texts
+    # become one artifact, joined by blank lines (a blob's reference stays its own). Those stored one by
+    # one stay, as any artifact does until gc: a repeated result reuses its artifact, which an earlier
+    # reference may name.
+    shown = [i for i, item in enumerate(new_items) if isinstance(_text_of(item), str)]
+    texts = [i for i in shown if i not in blobs]
+    if len(texts) > 1 and not off.passing.fits(tool, to_payload("\n\n".join(_text_of(new_items[i]) for i in shown))):
+        joined = "\n\n".join(originals.get(i) or _labelled(_holder(items[i])[2], json_text(_text_of(items[i])))
+                              for i in texts)
         out = off.process(tool, joined, args=args, session=session)
-        if out is not joined:
-            new_items[inline[0]] = _text_item(items[inline[0]], _rendered(out), None)
-            for i in inline[1:]:
-                new_items[i] = None
-            new_items = [item for item in new_items if item is not None]
-            changed = True
+        new_items[texts[0]] = _text_item(items[texts[0]], _rendered(out), None)
+        for i in texts[1:]:
+            new_items[i] = None
+        new_items = [item for item in new_items if item is not None]
+        if isinstance(out, Reference):
+            stored = [entry for entry in stored if entry.base64 is not None] + [_Stored(_utf8(joined), out)]
+        changed = True
 
     structured = result.get("structuredContent")
     new_structured = structured
@@ -335,6 +348,11 @@ def _text_item(original: dict[str, Any], text: str, label: str | None) -> dict[s
     if "annotations" in original:
         item["annotations"] = original["annotations"]
     return item
+
+
+def _labelled(label: str | None, text: str) -> str:
+    """An item's text as the artifact of several holds it: an embedded resource's under its label."""
+    return f"{label}:\n{text}" if label else text
 
 
 def _rendered(out: Any) -> str:
