@@ -208,3 +208,45 @@ def test_a_log_pages_to_its_end(site, page):
     expect(page.locator("#page-body")).not_to_have_class(re.compile(r"\bwrap\b"))
     page.shoot("artifact-log")
     assert page.problems == []
+
+
+def test_a_filtered_array_pages_within_itself_and_prev_goes_to_the_page_before(site, page):
+    """Next dropped the path from the address (a reload showed the main array), End went to the end of the
+    main array ("of 3,000" for 1,000 errors), and Prev after End went back to the first page."""
+    from urllib.parse import parse_qs, urlsplit
+
+    from playwright.sync_api import expect
+
+    base, ids, _off = site
+    errors = "items[?status=='error']"
+    page.goto(f"{base}/artifacts/{ids['json']}?unit=items&limit=3&path={errors}")
+    expect(page.locator("#page-label")).to_have_text("items 0–2 of 1,000")
+    page.locator("#page-next").click()
+    expect(page.locator("#page-label")).to_have_text("items 3–5 of 1,000")
+    assert parse_qs(urlsplit(page.url).query)["path"] == [errors]
+    page.reload()
+    expect(page.locator("#page-label")).to_have_text("items 3–5 of 1,000")
+    page.locator("#page-end").click()
+    expect(page.locator("#page-label")).to_have_text(re.compile(r"^items [\d,]+–999 of 1,000$"))
+    first, _ = _range(page.locator("#page-label").text_content())
+    shown = 1000 - first
+    page.locator("#page-prev").click()
+    expect(page.locator("#page-label")).to_have_text(f"items {first - shown:,}–{first - 1:,} of 1,000")
+    page.locator("#page-offset").fill("-2")
+    page.locator("#page-goto button").click()
+    expect(page.locator("#page-label")).to_have_text("items 998–999 of 1,000")
+    assert page.problems == []
+
+
+def test_the_plain_pager_links_keep_the_array(site):
+    import urllib.request
+    from html import unescape
+    from urllib.parse import parse_qs, urlsplit
+
+    base, ids, _off = site
+    html = urllib.request.urlopen(f"{base}/artifacts/{ids['json']}?unit=items&limit=3&offset=3&"
+                                  "path=items%5B%3Fstatus%3D%3D%27error%27%5D").read().decode()
+    for link in ("page-start", "page-prev", "page-next", "page-end"):
+        href = unescape(re.search(rf'id="{link}" href="([^"]*)"', html).group(1))
+        query = parse_qs(urlsplit(href).query)
+        assert query["path"] == ["items[?status=='error']"] and query["limit"] == ["3"], (link, href)

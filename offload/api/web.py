@@ -234,7 +234,8 @@ def artifact_view(request: Request, artifact_id: str, unit: str | None = None, o
                     **({"path": path} if path else {})}
     return _render(request, "artifact.html", meta=meta, ref=ref, units=units, unit=unit, page=page,
                    page_error=page_error, page_lines=_page_lines(page), page_hex=_page_hex(page),
-                   links=_pager_links(_href_for(request), artifact_id, unit, page),
+                   links=_pager_links(_href_for(request), artifact_id, unit, page, path or None,
+                                      limit if isinstance(limit, int) else None),
                    request_json=dumps(request_args).decode(),  # for the script, in data- attributes
                    next_json=dumps(page["next"] if page else None).decode(),
                    query_ops=_query_ops(meta["kind"]), hints=_hints(ref), saved=meta["tokens"] - meta["shown_tokens"])
@@ -276,19 +277,22 @@ def _hints(ref: dict[str, Any]) -> list[dict[str, str]]:
     return [{"expression": h, "result": results.get(h) or ""} for h in ref.get("hints") or []]
 
 
-def _pager_links(href: Callable[..., str], artifact_id: str, unit: str, page: dict[str, Any] | None) -> dict:
-    """Plain links for the pager, so paging works without the script (which keeps them current)."""
+def _pager_links(href: Callable[..., str], artifact_id: str, unit: str, page: dict[str, Any] | None,
+                 within: str | None, limit: int | None) -> dict:
+    """Plain links for the pager, so paging works without the script (which keeps them current). Each
+    pages the array the page is of (`within`, a JMESPath), `limit` at a time: without it, End of a
+    filtered array's pages went to the end of the main array."""
     path = "/artifacts/" + quote(artifact_id, safe="")
     size = (page or {}).get("returned") or DEFAULT_LIMITS[unit]
     offset = (page or {}).get("offset", 0)
     following = (page or {}).get("next")
     return {
-        "start": href(path, unit=unit, offset=0),
-        "prev": href(path, unit=unit, offset=max(offset - size, 0)),
+        "start": href(path, unit=unit, offset=0, limit=limit, path=within),
+        "prev": href(path, unit=unit, offset=max(offset - size, 0), limit=limit, path=within),
         "next": href(path, unit=following["unit"], offset=following["offset"], limit=following.get("limit"),
                      path=following.get("path"))  # a path carries the way back from a cut line or item
         if following else None,
-        "end": href(path, unit=unit, offset=-size),
+        "end": href(path, unit=unit, offset=-size, limit=limit, path=within),
     }
 
 

@@ -76,6 +76,7 @@
   function pageHref(request) {
     const params = new URLSearchParams({ unit: request.unit, offset: String(request.offset) });
     if (request.limit !== undefined && request.limit !== null) params.set("limit", String(request.limit));
+    if (request.path) params.set("path", request.path);
     if (namespace) params.set("namespace", namespace);
     return "?" + params.toString();
   }
@@ -89,8 +90,17 @@
     request: JSON.parse(root.dataset.request),
     next: JSON.parse(root.dataset.next || "null"),
     returned: Number(root.dataset.returned || 0),
-    back: [], // the requests of the pages before this one, for Prev
+    back: [], // the requests of the pages Next came from, for Prev (a jump elsewhere forgets them)
   };
+
+  // A request for the same unit, page size and array as this page's, at `offset` (a path names a
+  // filtered array).
+  function here(offset) {
+    const request = { unit: state.request.unit, offset };
+    if (state.request.limit !== undefined && state.request.limit !== null) request.limit = state.request.limit;
+    if (state.request.path) request.path = state.request.path;
+    return request;
+  }
 
   function pageLabel(page) {
     const unit = page.unit;
@@ -139,9 +149,10 @@
   function updateLinks() {
     const request = state.request;
     const size = state.returned || PAGE_SIZES[request.unit] || 100;
-    links.start.href = pageHref({ unit: request.unit, offset: 0 });
-    links.prev.href = pageHref({ unit: request.unit, offset: Math.max(request.offset - size, 0) });
-    links.end.href = pageHref({ unit: request.unit, offset: -size });
+    links.start.href = pageHref(here(0));
+    links.prev.href = pageHref(state.back.length ? state.back[state.back.length - 1]
+      : here(Math.max(request.offset - size, 0)));
+    links.end.href = pageHref(here(-size));
     if (state.next) {
       links.next.href = pageHref(state.next);
       links.next.removeAttribute("aria-disabled");
@@ -169,9 +180,11 @@
       for (let tries = 0; toEnd && page.next && page.returned > 0 && tries < 3; tries += 1) {
         page = await fetchPage({ unit: page.unit, offset: -page.returned });
       }
-      if (remember) state.back.push(state.request);
+      if (remember === "next") state.back.push(state.request);
+      else if (remember === "jump") state.back = [];
       state.request = { unit: page.unit, offset: page.offset };
       if (request.limit !== undefined && request.limit !== null) state.request.limit = request.limit;
+      if (request.path) state.request.path = request.path;
       state.next = page.next;
       state.returned = page.returned;
       renderPage(page);
@@ -197,29 +210,29 @@
   }
 
   if (body && links.next) {
-    onLink(links.next, () => { if (state.next) show(state.next, true); });
+    // Prev goes back the way Next came; after a jump (Start, End, Go, another unit) to the page before.
+    onLink(links.next, () => { if (state.next) show(state.next, "next"); });
     onLink(links.prev, () => {
       if (state.back.length) {
-        const previous = state.back.pop();
-        show(previous, false);
+        show(state.back.pop(), false);
       } else {
         const size = state.returned || PAGE_SIZES[state.request.unit] || 100;
-        show({ unit: state.request.unit, offset: Math.max(state.request.offset - size, 0) }, false);
+        show(here(Math.max(state.request.offset - size, 0)), false);
       }
     });
-    onLink(links.start, () => show({ unit: state.request.unit, offset: 0 }, true));
+    onLink(links.start, () => show(here(0), "jump"));
     onLink(links.end, () => {
       const size = state.returned || PAGE_SIZES[state.request.unit] || 100;
-      show({ unit: state.request.unit, offset: -size }, true, true);
+      show(here(-size), "jump", true);
     });
-    if (unitSelect) unitSelect.addEventListener("change", () => show({ unit: unitSelect.value, offset: 0 }, true));
+    if (unitSelect) unitSelect.addEventListener("change", () => show({ unit: unitSelect.value, offset: 0 }, "jump"));
 
     const goto = $("page-goto");
     goto.hidden = false;
     goto.addEventListener("submit", (event) => {
       event.preventDefault();
       const offset = parseInt($("page-offset").value, 10);
-      if (!Number.isNaN(offset)) show({ unit: state.request.unit, offset }, true);
+      if (!Number.isNaN(offset)) show(here(offset), "jump");
     });
 
     const wrap = $("page-wrap");
