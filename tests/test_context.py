@@ -359,7 +359,20 @@ def test_the_first_user_message_goes_last_and_only_when_nothing_else_makes_room(
     original = render("openai", [Turn("user", text_of(9000, 4)), Turn("assistant", "ok"), Turn("user", "and?")])
     fitted = soff.fit_context(original, 4_000)
     kept = check(soff, "openai", original, fitted)
-    assert kept == [0, 3] and is_note(fitted.messages[1])
+    assert kept == [0, 2, 3] and is_note(fitted.messages[1])  # the groups after it stay when they fit
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_a_first_user_message_too_big_to_keep_takes_only_itself(soff, api):
+    """When the first user message had to go, every group after it went too: the small tool turns the
+    budget had room for were dropped with it."""
+    turns = [Turn("user", text_of(40_000, 6))] + [tools_turn(f"result {k}: " + "ok " * 40) for k in range(3)]
+    original = render(api, turns + [Turn("user", "next?")])
+    fitted = soff.fit_context(original, 8_000, api=api)
+    kept = check(soff, api, original, fitted)
+    assert len(fitted.report.actions) == 1 and fitted.report.actions[0].strategy == "drop"
+    assert fitted.report.actions[0].messages == list(range(kept[0] + 1, kept[0] + 2))  # the first user message alone
+    assert len(kept) == len(original) - 1
 
 
 @pytest.mark.parametrize("api", APIS)
@@ -536,6 +549,27 @@ def test_blocks_of_a_result_share_the_cap_in_proportion_and_images_stay_whole(so
     assert blocks[0]["text"].startswith("[offload] ")  # the big block: over its share
     assert blocks[1] == _result_content(api, result)[1]  # the small one: within its share
     assert blocks[2] == _result_content(api, result)[2]  # the image: kept, byte for byte
+
+
+def _images_kept(api: str, messages: list[dict]) -> int:
+    return sum(1 for m in messages for r in FORMATS[api].results(m) if isinstance(r.content, list)
+               for block in r.content if block.get("type") in ("image", "input_image"))
+
+
+@pytest.mark.parametrize("api", ["anthropic", "openai-responses"])
+def test_images_over_the_cap_give_way_one_at_a_time(soff, api):
+    """Four screenshots in one result over its cap (2,400 tokens of an 8,000 window) all became
+    placeholders, though one fits; four parallel results of one each, in Anthropic's one user message,
+    all went though three fit the budget."""
+    one = render(api, [Turn("user", "look"), tools_turn([("text", "shots")] + [("image", image_b64(k)) for k in range(4)])])
+    fitted = soff.fit_context(one, 8_000, api=api)
+    check(soff, api, one, fitted)
+    assert _images_kept(api, fitted.messages) == 1
+    parallel = render(api, [Turn("user", "look"), tools_turn(*([("text", f"shot {k}"), ("image", image_b64(k))]
+                                                               for k in range(4)))])
+    fitted = soff.fit_context(parallel, 8_000, api=api)
+    check(soff, api, parallel, fitted)
+    assert _images_kept(api, fitted.messages) == 3 and fitted.report.tokens_after > 4_800
 
 
 def _calls_in(text: str) -> list[tuple[str, dict]]:

@@ -2,10 +2,12 @@
 
 a. a result over the per-result cap (window_share of the window) becomes its reference; when the most
    recent turn alone is still over the budget (parallel calls, each under the cap), its results share
-   what the turn's other messages leave, and those over their share become references too;
+   what the turn's other messages leave, and those over their share become references too, the largest
+   first, one at a time until the turn fits;
 b. older results, oldest first, become one-line placeholders naming their artifact;
 c. the oldest groups after the first user message are dropped as one span, stored as one artifact (the
-   messages as JSON) and named by a one-line note in their place; the first user message goes last;
+   messages as JSON) and named by a one-line note in their place; the first user message goes last,
+   with as few groups after it as make room;
 d. ContextBudgetExceeded, with the sizes, when the system prompt and the most recent turn alone do not fit.
 A group (an assistant message with its calls and all their results, or a user message) is never split.
 """
@@ -99,16 +101,19 @@ class Fitting:
             return
         others = needed() - sum(self.facts[i].tokens for i in holders)
         share = (self.budget - others) // slots - OVERHEAD
-        steps = [(OFFLOAD, ("offload", share), self._offload_at(share))] if share > 0 else []
-        steps.append((PLACEHOLDER, ("placeholder",), self._placeholder))
-        for strategy, key, build in steps:
-            for i in sorted(holders, key=lambda i: -self.facts[i].tokens):
-                if needed() <= self.budget:
-                    return
-                self._replace(i, strategy, key, lambda facts, i=i, build=build: build(facts, i))
-
-    def _offload_at(self, cap: int) -> Callable[[Facts, int], Any]:
-        return lambda facts, i: self._offload(facts, i, cap)
+        # slot by slot, the largest first, until the turn fits: parallel results often share one message
+        # (Anthropic's tool_result blocks), and the message's every slot over its share gave way at once
+        sizes = {(i, position): sum(p.tokens for p in self.guard.parts(self.facts[i], position))
+                 for i in holders for position in range(len(self.facts[i].slots))}
+        for i, position in sorted(sizes, key=lambda slot: -sizes[slot]) if share > 0 else ():
+            if needed() <= self.budget:
+                return
+            self._replace(i, OFFLOAD, ("offload", share, position),
+                          lambda facts, i=i, position=position: self._offload(facts, i, share, position))
+        for i in sorted(holders, key=lambda i: -self.facts[i].tokens):
+            if needed() <= self.budget:
+                return
+            self._replace(i, PLACEHOLDER, ("placeholder",), lambda facts, i=i: self._placeholder(facts, i))
 
     def _replace(self, i: int, strategy: str, key: tuple, build: Callable[[Facts], Any]) -> None:
         old = self.facts[i]
@@ -141,11 +146,14 @@ class Fitting:
         call = self.calls.get((i, call_id))
         return (call.tool, call.args) if call is not None else ("tool", None)
 
-    def _offload(self, facts: Facts, i: int, cap: int):
-        """a: each slot over `cap` shares it among its parts in proportion to their size."""
+    def _offload(self, facts: Facts, i: int, cap: int, only: int | None = None):
+        """a: each slot over `cap` (or the slot at `only`) shares it among its parts in proportion to
+        their size."""
         count = self.guard.off.counter.count
         contents, ids, reused = {}, [], True
         for position, slot in enumerate(facts.slots):
+            if only is not None and position != only:
+                continue
             parts = self.guard.parts(facts, position)
             if sum(p.tokens for p in parts) <= cap:
                 continue
@@ -154,13 +162,16 @@ class Fitting:
             blocks = {k: p for k, p in enumerate(parts) if p.kind == "block"}
             media = sum(p.tokens for p in blocks.values())
             new = {}
-            if media > cap:  # the blocks alone are over the cap: they give way too
-                for k, p in blocks.items():
-                    stored = self._store_block(p.value, tool, args)
-                    new[k] = block_placeholder(tool, p.value, stored)
-                    ids.append(stored.artifact_id)
-                    reused &= stored.reused
-                media = 0
+            # the blocks alone over the cap: the largest give way until the rest fit (all of them did,
+            # and four screenshots went where three fitted)
+            for k, p in sorted(blocks.items(), key=lambda pair: -pair[1].tokens):
+                if media <= cap:
+                    break
+                stored = self._store_block(p.value, tool, args)
+                new[k] = block_placeholder(tool, p.value, stored)
+                media += count(new[k]) + OVERHEAD - p.tokens
+                ids.append(stored.artifact_id)
+                reused &= stored.reused
             room = max(cap - media, 0)
             for k, share in _shares(texts, room).items():
                 p = parts[k]
@@ -270,7 +281,15 @@ class Fitting:
                 if self.total - freed + note_cost <= self.budget:
                     break
             if self.total - freed + note_cost > self.budget and pinned is not None:
-                start = pinned[0]  # the last resort: the first user message goes too (its group is the first)
+                # the last resort: the first user message goes too (its group is the first), and then only
+                # as many groups after it as still make room (all of them went, with it)
+                start, end = pinned
+                freed = self._tokens(*pinned)
+                for group_start, group_end in candidates:
+                    if self.total - freed + note_cost <= self.budget:
+                        break
+                    freed += self._tokens(group_start, group_end)
+                    end = group_end
             if end <= start or (end - start == 1 and is_offload_text(self.facts[start].data.get("content"))):
                 return  # nothing left to drop but a note
             self._store_span(start, end)
