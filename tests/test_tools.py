@@ -429,6 +429,27 @@ def test_query_argument_errors(off, json_ref, log_ref):
         off.query_artifact(lref.artifact_id, jmespath="length(@)")
     with pytest.raises(InvalidArgument, match="tabular"):
         off.query_artifact(lref.artifact_id, sql="SELECT 1 FROM artifact")
+    # an empty grep matched every line, and stored the whole artifact again as a derived one
+    with pytest.raises(InvalidArgument, match="grep is empty, which matches every line"):
+        off.query_artifact(lref.artifact_id, grep="")
+    assert len(off.list()[0]) == 2
+
+
+def test_a_query_error_says_what_the_expression_met_and_an_example_that_runs(off):
+    """A well-formed JMESPath that met a missing key was called "Invalid JMESPath expression", and the SQL
+    error's example grouped by `status` whatever the table's columns were."""
+    doc = off.put({"items": [{"id": i} for i in range(3000)]}, tool="api")
+    with pytest.raises(QueryError) as info:
+        off.query_artifact(doc.artifact_id, jmespath="length(nosuchkey)")
+    assert info.value.model_message().startswith("JMESPath failed on this document: length() needs string or "
+                                                 "array or object, got null (a key the document does not hold")
+    table = off.put("a,b,order\n" + "".join(f"{i},{i},{'xy'[i % 2]}\n" for i in range(3000)), tool="export")
+    with pytest.raises(QueryError) as info:
+        off.query_artifact(table.artifact_id, sql="SELECT nosuch FROM artifact")
+    example = re.search(r"Example: (.*)$", info.value.model_message()).group(1)
+    assert example == 'SELECT "order", count(*) FROM artifact GROUP BY 1'
+    assert sorted(map(tuple, map(dict.values, off.query_artifact(table.artifact_id, sql=example)["result"]))) == [
+        ("x", 1500), ("y", 1500)]
 
 
 # -- the extract log and rerun ------------------------------------------------------------------

@@ -192,7 +192,8 @@ def _jmespath_reason(exc: jmespath.exceptions.JMESPathError) -> tuple[str, int |
         return (f"{exc.function_name}() takes {exc.expected_arity} argument(s), got {exc.actual_arity}", None)
     if isinstance(exc, E.JMESPathTypeError):
         expected = " or ".join(exc.expected_types)
-        return f"{exc.function_name}() needs {expected}, got {exc.actual_type}", None
+        missing = " (a key the document does not hold reads as null)" if exc.actual_type == "null" else ""
+        return f"{exc.function_name}() needs {expected}, got {exc.actual_type}{missing}", None
     if isinstance(exc, E.UnknownFunctionError):
         return str(exc), None
     position = getattr(exc, "lex_position", None)
@@ -216,8 +217,10 @@ def _jmespath_message(doc: Any, expression: str, exc: jmespath.exceptions.JMESPa
         where = f" at column {position + 1}\n  {shown}\n  {' ' * position}^"
     else:
         where = f"\n  {shown}"
+    # a well-formed expression that failed on this document's values is not an invalid one
+    failed = isinstance(exc, jmespath.exceptions.JMESPathTypeError)
     return (
-        f"Invalid JMESPath expression: {reason}{where}\n"
+        f"{'JMESPath failed on this document' if failed else 'Invalid JMESPath expression'}: {reason}{where}\n"
         f"Example for this document: {jmespath_example(doc)} "
         "(filters look like items[?status=='error'], string literals use single quotes, "
         "keys with dashes or spaces need double quotes: \"my-key\")."

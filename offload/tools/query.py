@@ -163,6 +163,9 @@ class QueryRunner:
         if not isinstance(expression, str):
             raise InvalidArgument(f"{given[0]} must be a string (got {type(expression).__name__}), e.g. "
                                   "query_artifact(artifact_id, grep=\"error\").")
+        if grep == "":  # it matches every line: a copy of the whole artifact, stored again as a derived one
+            raise InvalidArgument("grep is empty, which matches every line: give a regex (e.g. grep=\"error\"), or "
+                                  "page the whole artifact with fetch_slice.")
         if sql is not None and not encodable(sql):  # DuckDB takes UTF-8 only (jmespath and grep take them)
             raise InvalidArgument("sql holds a lone surrogate (an escape such as \\ud800 with no pair), which "
                                   "DuckDB cannot read: match around it (LIKE 'a%b'), or use jmespath, which can.")

@@ -237,8 +237,17 @@ class SqlTable:
         notes = "".join(f" Note: {note}" for note in self.notes)
         return (
             f"The data is one table named `artifact` ({self.rows:,} rows) with columns: {shown}.{notes} "
-            f"Example: {SQL_EXAMPLE}"
+            f"Example: {self.example()}"
         )
+
+    def example(self) -> str:
+        """SQL_EXAMPLE over one of this table's own columns, a text one when it has one (the example named
+        `status` whatever the columns were)."""
+        if not self.columns:
+            return SQL_EXAMPLE
+        name = next((name for name, type_ in self.columns if type_ == "VARCHAR"), self.columns[0][0])
+        quoted = '"' + name.replace('"', '""') + '"'  # quoted: a column may be named `order` or `a b`
+        return f"SELECT {quoted}, count(*) FROM artifact GROUP BY 1"
 
 
 class SqlResult:
@@ -366,7 +375,7 @@ class SqlResult:
         return QueryTimeout(
             f"The query stopped after {self._timeout:g} s: it takes too long. Add a WHERE clause or a LIMIT, "
             "avoid joining `artifact` to itself, or aggregate first (e.g. "
-            f"{SQL_EXAMPLE})."
+            f"{self._table.example()})."
         )
 
 
