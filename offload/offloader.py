@@ -351,16 +351,18 @@ class Offloader:
         return int(tokens * (1.0 if self.counter.exact else _UNDERCOUNT)) - _ENVELOPE
 
     def fetch_slice(self, artifact_id: str, offset: int = 0, limit: int | None = None, unit: str = "lines",
-                    path: str | None = None, *, session: str | None = None) -> dict[str, Any]:
-        """A bounded page of a stored artifact (see offload.tools.schemas for the model-facing contract)."""
+                    path: str | None = None, *, session: str | None = None, logged: bool = True) -> dict[str, Any]:
+        """A bounded page of a stored artifact (see offload.tools.schemas for the model-facing contract).
+        `logged=False` leaves it out of the extract log: an HTTP HEAD asks what a page would be, not for it."""
         started = time.perf_counter()
         _within_int64(offset=offset, limit=limit)
         args = {"artifact_id": artifact_id, "offset": offset, "limit": limit, "unit": unit, "path": path,
                 "_budget": self.slicer.budget, **self._counted_by()}
         row = self.store.get(artifact_id, self.namespace)
         response = self.slicer.slice(row, SliceRequest(artifact_id, offset, limit, unit, path))
-        sha, size = content_digest(response)
-        self._log_extract(row, "slice", path, args, sha, size, None, started, session)
+        if logged:
+            sha, size = content_digest(response)
+            self._log_extract(row, "slice", path, args, sha, size, None, started, session)
         return response
 
     def query_artifact(self, artifact_id: str, jmespath: str | None = None, grep: str | None = None,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import uuid
 
 import pytest
 from fastapi.testclient import TestClient
@@ -391,6 +392,18 @@ def test_head_answers_wherever_get_does_without_the_body(server):
         assert (head.status_code, head.content) == (got.status_code, b""), path
         assert head.headers["content-length"] == got.headers["content-length"] == str(len(got.content)), path
         assert head.headers["content-type"] == got.headers["content-type"], path
+
+
+def test_head_reads_no_page_into_the_extract_log(server):
+    """`curl -I` of a slice or an artifact's page wrote a row to the extract log each time (and `rerun`
+    then re-ran reads nobody made)."""
+    off, client = server
+    aid = off.put(f"head {uuid.uuid4()}\n".encode() * 100, tool="head").artifact_id  # no artifact read before
+    for path in (f"/api/artifacts/{aid}/slice?offset=-5", f"/artifacts/{aid}"):
+        assert client.head(path).status_code == 200
+    assert [(e["op"], e["args"]) for e in off.extracts(artifact_id=aid)] == []
+    assert client.get(f"/api/artifacts/{aid}/slice?offset=-5").status_code == 200
+    assert [e["op"] for e in off.extracts(artifact_id=aid)] == ["slice"]
 
 
 def test_a_non_ascii_namespace_header_is_read_as_utf8(server):

@@ -135,6 +135,7 @@ def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
         head = request.method == "HEAD" and not request.url.path.endswith("/raw")
         if head:
             request.scope["method"] = "GET"
+            request.state.head = True  # for the routes: a HEAD reads no page into the extract log
         response = await call_next(request)
         if head:
             response = Response(status_code=response.status_code, headers=dict(response.headers))

@@ -173,7 +173,7 @@ def get_slice(request: Request, artifact_id: str, offset: QueryInt = 0, limit: O
               unit: Literal["lines", "chars", "bytes", "items"] = "lines", path: Optional[str] = None,
               session: Optional[str] = None):
     return offloader_for(request).fetch_slice(artifact_id, offset=offset, limit=limit, unit=unit, path=path,
-                                              session=session)
+                                              session=session, logged=not getattr(request.state, "head", False))
 
 
 @router.post("/artifacts/{artifact_id}/query", responses=JSON_BODY_ERRORS,

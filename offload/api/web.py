@@ -227,7 +227,8 @@ def artifact_view(request: Request, artifact_id: str, unit: str | None = None, o
     try:  # one bounded page (fetch_slice cuts it to its token budget), never the whole artifact
         # offset and limit come in as text, so that a mistyped one is said on the page, not in JSON
         offset, limit = _integer("offset", offset), _integer("limit", limit or None)
-        page = off.fetch_slice(artifact_id, offset=offset, limit=limit, unit=unit, path=path or None)
+        page = off.fetch_slice(artifact_id, offset=offset, limit=limit, unit=unit, path=path or None,
+                               logged=not getattr(request.state, "head", False))  # a HEAD reads no page
     except InvalidArgument as exc:
         page_error = exc.model_message()
     request_args = {"unit": unit, "offset": offset, **({"limit": limit} if limit is not None else {}),
