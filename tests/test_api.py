@@ -189,6 +189,11 @@ def test_errors_have_one_shape_and_the_right_status(server):
     plain = client.post(f"/api/artifacts/{aid}/query", content=b'{"jmespath": "[0]"}', headers={"content-type": "text/plain"})
     assert plain.status_code == 422 and "send Content-Type: application/json" in plain.json()["message"]
     assert "Content-Type" not in cases[-4][0].json()["message"]  # a JSON body's own mistake says only that
+    # a body that is not UTF-8, or not JSON: "There was an error parsing the body", "body.9: JSON decode error"
+    for content, status, says in ((b'{"grep": "caf\xe9"}', 400, "it must be JSON text in UTF-8"),
+                                  (b'{"grep": ', 422, "The body is not valid JSON (at character 9).")):
+        bad = client.post(f"/api/artifacts/{aid}/query", content=content, headers={"content-type": "application/json"})
+        assert bad.status_code == status and says in bad.json()["message"], bad.json()
     wrong_path = client.get(f"/api/artifacts/{aid}/slice", params={"unit": "items", "path": "nope"})
     assert wrong_path.status_code == 422 and "(it is null (nothing is there))" in wrong_path.json()["message"]
     assert cases[-1][0].headers["allow"] == "GET"  # RFC 9110: a 405 names the methods there are

@@ -23,6 +23,7 @@ from ..errors import OffloadError
 from ..jsontext import dumps
 from ..offloader import Offloader
 
+_UNPARSED_BODY = "There was an error parsing the body"  # fastapi.routing's detail of that 400
 SECURITY_HEADERS = {
     "X-Content-Type-Options": "nosniff",
     "X-Frame-Options": "DENY",
@@ -106,6 +107,11 @@ def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
 
     @app.exception_handler(RequestValidationError)
     async def _validation_error(request: Request, exc: RequestValidationError):
+        if [e.get("type") for e in exc.errors()] == ["json_invalid"]:  # its loc is ("body", position)
+            at = tuple(exc.errors()[0].get("loc", ()))[1:2]
+            return error_response(422, "invalid_argument", "The body is not valid JSON"
+                                  + (f" (at character {at[0]:,})" if at and isinstance(at[0], int) else "")
+                                  + ".")
         parts = ["{}: {}".format(".".join(str(p) for p in e.get("loc", ())), e.get("msg")) for e in exc.errors()]
         message = "; ".join(parts) or "invalid request"
         kind = request.headers.get("content-type", "")
@@ -119,7 +125,10 @@ def create_app(off: Offloader, config: ApiConfig | None = None) -> FastAPI:
     async def _http_error(_request: Request, exc: StarletteHTTPException):
         code = {400: "bad_request", 401: "unauthorized", 403: "forbidden", 404: "not_found", 405: "method_not_allowed",
                 413: "too_large"}.get(exc.status_code, "http_error")
-        return error_response(exc.status_code, code, str(exc.detail), exc.headers)  # Allow on a 405
+        detail = str(exc.detail)
+        if detail == _UNPARSED_BODY:  # FastAPI's words for a body its JSON decoder could not even read
+            detail = "The body could not be read: it must be JSON text in UTF-8 (bytes that are not UTF-8 were sent)."
+        return error_response(exc.status_code, code, detail, exc.headers)  # Allow on a 405
 
     @app.exception_handler(Exception)
     async def _unexpected(_request: Request, exc: Exception):
