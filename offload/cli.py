@@ -256,7 +256,7 @@ def gc(as_json: bool = typer.Option(False, "--json")) -> None:
 
 @app.command()
 def verify(as_json: bool = typer.Option(False, "--json")) -> None:
-    """Re-hash all stored content; exit 1 if any no longer matches or is missing. Example: offload verify"""
+    """Re-hash all content, check item indexes; exit 1 if any is damaged or missing. Example: offload verify"""
     problems = state.off.verify()
     if as_json:
         _print_json({"ok": not problems, "problems": problems})
@@ -267,6 +267,8 @@ def verify(as_json: bool = typer.Option(False, "--json")) -> None:
             users = ", ".join(p["artifacts"]) or "no artifact"
             if p.get("problem") == "missing":
                 typer.echo(f"MISSING content {p['sha256'][:16]}… used by {users}: its bytes are not in the store")
+            elif p.get("problem") == "items":
+                typer.echo(f"DAMAGED item index of content {p['sha256'][:16]}… used by {users}: {p['why']}")
             else:
                 typer.echo(f"MISMATCH content {p['sha256'][:16]}… ({p['bytes']:,} bytes stored as "
                            f"{p['actual_bytes']:,}) used by {users}")

@@ -202,8 +202,8 @@ def test_an_edited_item_index_is_refused_before_its_content_is_stored(tmp_path, 
     target = Offloader(f"sqlite:///{tmp_path / 'target.db'}")
     cases = {"shifted.tar": (members, shifted, rf"{items} no longer matches its sha256 in the manifest"),
              "beyond.tar": (members, beyond, rf"{items} no longer matches its sha256 in the manifest"),
-             "old-beyond.tar": (undigested, beyond, rf"{items} holds item ranges its content \([\d,]+ bytes\) "
-                                                    r"cannot have")}
+             "old-beyond.tar": (undigested, beyond, rf"{items} is damaged: it holds item ranges its content "
+                                                    r"\([\d,]+ bytes\) cannot have")}
     for name, (base, index, message) in cases.items():
         _write_tar(tmp_path / name, {**base, items: bytes(index)})
         with pytest.raises(InvalidArgument, match=rf"is damaged \({message}.*\); nothing was imported"):

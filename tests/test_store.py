@@ -467,6 +467,27 @@ def test_verify_reports_altered_bytes(store_url):
     store.engine.dispose()
 
 
+def test_verify_reports_an_item_index_its_content_cannot_have(store_url):
+    """verify re-hashed contents only: an item index whose offsets changed served one item's bytes for
+    another's, and verify said all was well."""
+    from offload import Offloader
+
+    with Offloader(store_url) as off:
+        aid = off.process("api", [{"id": i} for i in range(5000)]).artifact_id
+        sha = off.get(aid)["sha256"]
+        assert off.verify() == []
+        with off.store.engine.begin() as conn:
+            block = conn.execute(sa.text("SELECT data FROM item_blocks WHERE sha256 = :s AND block = 0"),
+                                 {"s": sha}).scalar()
+            shifted = bytearray(block)
+            shifted[16 * 7:16 * 7 + 8] = (10**9).to_bytes(8, "little")  # item 7 starts past item 8
+            conn.execute(sa.text("UPDATE item_blocks SET data = :d WHERE sha256 = :s AND block = 0"),
+                         {"d": bytes(shifted), "s": sha})
+        (problem,) = off.verify()
+        assert (problem["problem"], problem["artifacts"]) == ("items", [aid])
+        assert "item ranges its content" in problem["why"]
+
+
 def test_namespaces_do_not_see_each_other(store_url):
     store = _store(store_url)
     mine = _put(store, b"tenant a\n", namespace="a")

@@ -29,7 +29,7 @@ import orjson
 import sqlalchemy as sa
 
 from ..errors import ContentMismatch, InvalidArgument, OffloadError
-from .chunking import ItemIndex, unpack_block
+from .chunking import ItemIndex, index_fault, unpack_block
 from .models import artifacts, contents, extracts, item_blocks
 from .search import args_text
 from .store import Store
@@ -266,17 +266,13 @@ def _checked(name: str, data: bytes, digests: dict | None) -> bytes:
 
 
 def _bounded_index(name: str, blob: bytes, info: dict | None) -> bytes:
-    """`blob` when it is an item index its content can hold: (start, end) pairs within the content's
-    bytes, in order, as many as contents.ndjson says. A ValueError if not (read by digest-less archives
-    too: a changed offset served one item's bytes for another's)."""
-    size = (info or {}).get("bytes")
-    if len(blob) % 16 or not isinstance(size, int):
+    """`blob` when it is an item index its content can hold (`index_fault`), as many items as
+    contents.ndjson says; a ValueError if not (digest-less archives are read by this check alone)."""
+    size, items = (info or {}).get("bytes"), (info or {}).get("items")
+    if not isinstance(size, int) or not (items is None or isinstance(items, int)):
         raise ValueError(f"{name} is not the item index of a content in the archive")
-    pairs = unpack_block(blob)
-    starts, ends = pairs[:, 0], pairs[:, 1]
-    if ((info.get("items") is not None and info["items"] != len(pairs)) or (starts < 0).any()
-            or (ends < starts).any() or (ends > size).any() or (np.diff(starts) < 0).any()):
-        raise ValueError(f"{name} holds item ranges its content ({size:,} bytes) cannot have")
+    if fault := index_fault(blob, size, items):
+        raise ValueError(f"{name} is damaged: {fault}")
     return blob
 
 

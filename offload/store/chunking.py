@@ -136,6 +136,21 @@ def unpack_block(blob: bytes) -> np.ndarray:
     return np.frombuffer(blob, dtype="<i8").reshape(-1, 2)
 
 
+def index_fault(blob: bytes, size: int, items: int | None) -> str | None:
+    """What makes `blob` (an item index's packed pairs) no index of a content of `size` bytes with `items`
+    items (None: any number), or None: items must lie within the content, in order. A changed offset
+    served one item's bytes for another's."""
+    if len(blob) % 16:
+        return f"its {len(blob):,} bytes are no whole number of (start, end) pairs"
+    pairs = unpack_block(blob)
+    if items is not None and len(pairs) != items:
+        return f"it holds {len(pairs):,} items where {items:,} were indexed"
+    starts, ends = pairs[:, 0], pairs[:, 1]
+    if (starts < 0).any() or (ends < starts).any() or (ends > size).any() or (np.diff(starts) < 0).any():
+        return f"it holds item ranges its content ({size:,} bytes) cannot have"
+    return None
+
+
 def escape_safe_blocks(data: bytes | bytearray, size: int = _BLOCK) -> Iterator[tuple[int, int]]:
     """Block boundaries that never split a run of backslashes (so escapes resolve inside a block)."""
     start = 0

@@ -12,7 +12,7 @@ import numpy as np
 import sqlalchemy as sa
 
 from ..errors import StoreError
-from .chunking import ITEMS_PER_BLOCK, unpack_block
+from .chunking import ITEMS_PER_BLOCK, index_fault, unpack_block
 from .models import artifacts, chunks, contents, item_blocks
 from .retention import ACTIVE
 
@@ -118,8 +118,9 @@ class ContentReading:
 
     def verify(self) -> list[dict[str, Any]]:
         """Re-hash every stored content; report each whose bytes no longer match (`problem`: "mismatch",
-        a chunk missing included), and each content live artifacts point at that is not stored at all
-        ("missing"), with the artifacts that use it.
+        a chunk missing included), each item index its content cannot have ("items", `why`), and each
+        content live artifacts point at that is not stored at all ("missing"), with the artifacts that use
+        it.
 
         Contents are read in transactions of their own, while other processes may delete or collect:
         a content that reads short is looked up again before it is reported, and one deleted meanwhile
@@ -149,11 +150,33 @@ class ContentReading:
                 with self._read() as conn:
                     ids = conn.execute(sa.select(a.id).where(a.sha256 == sha)).scalars().all()
                 problems.append({**found, "artifacts": list(ids)})
+        problems += self._damaged_indexes({p["sha256"] for p in problems})
         try:
             problems += self._missing_contents()
         except StoreError:
             if not problems:  # a damaged file: what of it could not be read is reported already
                 raise
+        return problems
+
+    def _damaged_indexes(self, reported: set[str]) -> list[dict[str, Any]]:
+        """verify's "items": item indexes their content cannot have (`index_fault`): a changed offset
+        serves one item's bytes for another's, which re-hashing the content does not see."""
+        a, c = artifacts.c, contents.c
+        with self._read() as conn:
+            indexed = conn.execute(sa.select(c.sha256, c.bytes, c["items"]).where(c["items"].is_not(None))).all()
+        problems = []
+        for sha, size, items in indexed:
+            if sha in reported:
+                continue
+            with self._read() as conn:
+                blobs = conn.execute(sa.select(item_blocks.c.data).where(item_blocks.c.sha256 == sha)
+                                     .order_by(item_blocks.c.block)).scalars().all()
+                fault = index_fault(b"".join(map(bytes, blobs)), size, items)
+                if fault is None or not conn.execute(sa.select(c.sha256).where(c.sha256 == sha)).first():
+                    continue  # sound, or deleted while it was read
+                ids = conn.execute(sa.select(a.id).where(a.sha256 == sha)).scalars().all()
+            problems.append({"sha256": sha, "problem": "items", "actual_sha256": sha, "bytes": size,
+                             "actual_bytes": size, "why": fault, "artifacts": list(ids)})
         return problems
 
     def _missing_contents(self) -> list[dict[str, Any]]:
