@@ -81,8 +81,10 @@ def _stdin(need: str = "pipe the content in, or name a file") -> Any:
     return sys.stdin.buffer
 
 
-def _fail(exc: OffloadError) -> None:
+def _fail(exc: OffloadError, then: str | None = None) -> None:
     typer.echo(f"error: {exc.model_message()}", err=True)
+    if then:
+        typer.echo(then, err=True)
     raise typer.Exit(1 if exc.status in (404, 410) else 2)
 
 
@@ -238,10 +240,14 @@ def rm(artifact_ids: list[str] = typer.Argument(..., help="Ids to delete.")) -> 
 
 
 def _check_all_exist(artifact_ids: list[str]) -> None:
-    """All or nothing: an unknown id fails before any artifact is changed; one given twice is done once."""
+    """All or nothing: an unknown id fails before any artifact is changed, and says so; one given twice is
+    done once."""
     artifact_ids[:] = dict.fromkeys(artifact_ids)
     for artifact_id in artifact_ids:
-        state.off.get(artifact_id)
+        try:
+            state.off.get(artifact_id)
+        except OffloadError as exc:
+            _fail(exc, f"None of the {len(artifact_ids)} artifacts was changed." if len(artifact_ids) > 1 else None)
 
 
 @app.command()
