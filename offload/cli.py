@@ -102,12 +102,14 @@ def main() -> None:
 @app.command()
 def init(path: Path = typer.Argument(Path("."), help="Project folder (default: here).")) -> None:
     """Create a project store in PATH/.offload/ (ignored by git). Example: offload init"""
-    from .store.engines import STORE_FILE, file_url, init_project
+    from .store.engines import PROJECT_DIR, STORE_FILE, file_url, init_project
 
+    existed = (path.resolve() / PROJECT_DIR / STORE_FILE).exists()
     folder = init_project(path.resolve())
     with Offloader(file_url(folder / STORE_FILE)) as off:
-        off.store  # create and migrate now
-    typer.echo(f"Initialized an offload store in {folder}")
+        off.store  # create and migrate now (an existing one: migrated, its artifacts kept)
+    typer.echo(f"An offload store is in {folder} already; its artifacts are kept" if existed
+               else f"Initialized an offload store in {folder}")
 
 
 @db_app.command("upgrade")

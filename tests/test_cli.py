@@ -95,7 +95,9 @@ def test_init_makes_a_private_project_store_that_later_commands_find(tmp_path, m
     assert (folder / ".gitignore").read_text().splitlines()[-1] == "*"
     assert stat.S_IMODE((folder / "store.db").stat().st_mode) == 0o600
     assert stat.S_IMODE(folder.stat().st_mode) == 0o700
-    offload("init")  # again: harmless
+    assert result.stdout.startswith("Initialized an offload store in")
+    again = offload("init")  # again: harmless, and says so (it said "Initialized" again)
+    assert again.stdout == f"An offload store is in {folder} already; its artifacts are kept\n"
 
     # found like git finds a repository: from a subdirectory, without --url
     (project / "src" / "pkg").mkdir(parents=True)
