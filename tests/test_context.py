@@ -561,7 +561,8 @@ def test_images_over_the_cap_give_way_one_at_a_time(soff, api):
     """Four screenshots in one result over its cap (2,400 tokens of an 8,000 window) all became
     placeholders, though one fits; four parallel results of one each, in Anthropic's one user message,
     all went though three fit the budget."""
-    one = render(api, [Turn("user", "look"), tools_turn([("text", "shots")] + [("image", image_b64(k)) for k in range(4)])])
+    shots = [("text", "shots")] + [("image", image_b64(k)) for k in range(4)]
+    one = render(api, [Turn("user", "look"), tools_turn(shots)])
     fitted = soff.fit_context(one, 8_000, api=api)
     check(soff, api, one, fitted)
     assert _images_kept(api, fitted.messages) == 1

@@ -588,7 +588,8 @@ def test_many_items_each_over_budget_become_one_reference_within_it(sqlite_url, 
     texts = ["".join(f"item {k} line {j}: {'lorem ipsum dolor ' * 3}\n" for j in range(300)) for k in range(60)]
     blob = base64.b64encode(random.Random(1).randbytes(300_000)).decode()
     content = [{"type": "text", "text": text} for text in texts[:30]]
-    content.append({"type": "resource", "resource": {"uri": "file:///r.txt", "mimeType": "text/plain", "text": texts[30]}})
+    content.append({"type": "resource",
+                    "resource": {"uri": "file:///r.txt", "mimeType": "text/plain", "text": texts[30]}})
     content.append({"type": "resource", "resource": {"uri": "file:///b.bin", "mimeType": "application/octet-stream",
                                                      "blob": blob}})
     content += [{"type": "text", "text": text} for text in texts[31:]]
@@ -599,7 +600,8 @@ def test_many_items_each_over_budget_become_one_reference_within_it(sqlite_url, 
     with Offloader(sqlite_url) as off:
         stored = b"".join(off.iter_raw(artifact_id(items[0]["text"]))).decode()
         assert b"".join(off.iter_raw(artifact_id(items[1]["text"]))) == base64.b64decode(blob)
-    assert stored == "\n\n".join(texts[:30] + ["Embedded resource file:///r.txt (text/plain):\n" + texts[30]] + texts[31:])
+    labelled = "Embedded resource file:///r.txt (text/plain):\n" + texts[30]
+    assert stored == "\n\n".join(texts[:30] + [labelled] + texts[31:])
 
 
 def test_an_upstream_that_exits_while_a_request_is_written_is_named_with_its_exit_and_stderr(sqlite_url, tmp_path):
@@ -804,7 +806,10 @@ await client.connect(new StdioClientTransport({{command, args, stderr: "ignore"}
 await client.listTools();  // the client keeps each tool's outputSchema, and checks results against it
 const out = [];
 for (const [name, args] of calls) {{
-  try {{ const r = await client.callTool({{name, arguments: args}}); out.push({{isError: !!r.isError, text: r.content[0].text}}); }}
+  try {{
+    const r = await client.callTool({{name, arguments: args}});
+    out.push({{isError: !!r.isError, text: r.content[0].text}});
+  }}
   catch (e) {{ out.push({{thrown: e.message}}); }}
 }}
 console.log(JSON.stringify(out));

@@ -148,12 +148,13 @@ def test_a_ragged_csv_keeps_every_row_and_value_and_names_the_lines(off):
 
 def test_the_shape_names_the_columns_sql_adds_for_ragged_records(off):
     # 20 records carry two fields past the header, 26 lack one: over every row, as SQL reads them
-    lines = ["id,name,score"] + [f"{i},n{i}" + ("" if i % 777 == 3 else f",{i % 10}") + (",x,y" if i % 1000 == 5 else "")
-                                 for i in range(20_000)]
+    lines = ["id,name,score"] + [f"{i},n{i}" + ("" if i % 777 == 3 else f",{i % 10}")
+                                 + (",x,y" if i % 1000 == 5 else "") for i in range(20_000)]
     ref = off.put("\n".join(lines) + "\n", tool="export")
-    assert ref.shape["ragged"] == {"longer": 20, "shorter": 26, "extra_columns": 2, "extra_names": ["column_3", "column_4"]}
-    assert ('ragged: 20 rows have more fields than the header\'s 3 (SQL reads the extra ones as "column_3", "column_4"); '
-            "26 rows have fewer (SQL reads the missing ones as NULL)") in ref.render()
+    assert ref.shape["ragged"] == {"longer": 20, "shorter": 26, "extra_columns": 2,
+                                   "extra_names": ["column_3", "column_4"]}
+    assert ("ragged: 20 rows have more fields than the header's 3 (SQL reads the extra ones as "
+            '"column_3", "column_4"); 26 rows have fewer (SQL reads the missing ones as NULL)') in ref.render()
     columns = [row["column_name"] for row in sql(off, ref.artifact_id, "SELECT column_name FROM (DESCRIBE artifact)")]
     assert columns == ["id", "name", "score", "column_3", "column_4"]
     assert sql(off, ref.artifact_id, "SELECT count(column_4) AS longer, count(*) - count(score) AS shorter "
@@ -168,8 +169,8 @@ def test_ragged_records_past_the_exact_pass_are_said_to_be_from_the_sample(off, 
     # the first 2,000 rows hold 20 longer records (of 59), the widest with 22 fields: column_2 … column_21
     assert ref.shape["ragged"] == {"longer": 20, "extra_columns": 20, "extra_names": ["column_2", "column_21"],
                                    "from": "sample"}
-    assert ('ragged in the first 2,000 rows: 20 rows have more fields than the header\'s 2 (SQL reads the extra ones as '
-            '20 more columns, "column_2" … "column_21")') in ref.render()
+    assert ("ragged in the first 2,000 rows: 20 rows have more fields than the header's 2 (SQL reads the "
+            'extra ones as 20 more columns, "column_2" … "column_21")') in ref.render()
 
 
 def test_lines_starting_with_a_hash_are_rows(off):
@@ -204,7 +205,8 @@ def test_a_pipe_table_drawn_for_people_is_read_without_its_rules_and_padding(off
     ref = off.put(_DRAWN[style](range(3000)), tool="psql")
     assert (ref.kind, ref.shape["rows"], list(ref.shape["columns"])) == ("csv", 3000, ["id", "name", "v"])
     assert "ragged" not in ref.shape and ref.shape["columns"]["id"]["type"] == "integer"
-    assert "3,000 rows × 3 columns (pipe-separated, header row; rule lines are not rows, cells are trimmed)" in ref.render()
+    said = "3,000 rows × 3 columns (pipe-separated, header row; rule lines are not rows, cells are trimmed)"
+    assert said in ref.render()
     assert sql(off, ref.artifact_id, "SELECT count(*) AS n, min(id) AS lo, max(id) AS hi FROM artifact") == [
         {"n": 3000, "lo": 0, "hi": 2999}]
     seven = sql(off, ref.artifact_id, "SELECT name, v FROM artifact WHERE id = 107")
