@@ -201,8 +201,11 @@ class Offloader:
         except BaseException:
             write.abandon()  # the reference failed: nothing of the result stays stored
             raise
+        row = self._row(ref, tool, stored_args, session, payload)
+        if payload.is_shell and detected.kind in _QUERIED_AS:  # the reference is a shell's, the bytes stdout's:
+            row["kind"] = detected.kind  # queried as what they are (JMESPath, SQL, items refused "shell")
         try:
-            write.finish({**self._row(ref, tool, stored_args, session, payload), "parent_id": parent_id})
+            write.finish({**row, "parent_id": parent_id})
         except Exception as exc:  # noqa: BLE001 - any store failure fails open
             failure = exc
         if failure is not None:
@@ -521,6 +524,11 @@ class Offloader:
 
     def verify(self) -> list[dict[str, Any]]:
         return self.store.verify()
+
+
+# The kinds a shell result's stored stdout keeps as the artifact's kind: those the companion tools read
+# by their structure (the hints and next calls of its reference name them), not as lines of text.
+_QUERIED_AS = frozenset({"json", "ndjson", "csv", "grep"})
 
 
 def _session_column(session: str | None) -> str | None:

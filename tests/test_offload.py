@@ -821,6 +821,27 @@ def test_an_output_and_exit_code_dict_is_a_shell_result_with_the_error_at_its_en
         assert ref.kind == "json" and json.loads(raw(off, ref.artifact_id)) == other
 
 
+def test_a_shell_result_whose_stdout_is_json_or_csv_is_queried_as_what_its_reference_shows(sqlite_url):
+    """The reference showed the JSON's shape and hints that ran on stdout, but the artifact was of kind
+    "shell": query_artifact refused every hint ("is shell, not JSON") and SQL on a CSV stdout, and items
+    came back as JSON strings of their text."""
+    doc = {"installed": [{"metadata": {"name": f"p{i}", "version": "1.0"}, "requested": i % 2 == 0}
+                         for i in range(3000)]}
+    table = "id,name\n" + "".join(f"{i},n{i}\n" for i in range(5000))
+    with Offloader(sqlite_url) as off:
+        ref = off.process("bash", {"stdout": json.dumps(doc, indent=2), "stderr": "warning: x\n", "exit_code": 0})
+        assert ref.kind == "shell" and ref.exit_code == 0 and len(ref.hints) >= 2
+        for hint in ref.hints:
+            assert off.query_artifact(ref.artifact_id, jmespath=hint["jmespath"])["result"], hint
+        page = off.fetch_slice(ref.artifact_id, unit="items", path="installed", limit=2)
+        assert json.loads(page["content"]) == doc["installed"][:2]
+        ran = off.process("psql", subprocess.CompletedProcess(["psql", "--csv"], 0, table, ""))
+        assert "5,000 rows × 2 columns" in ran.render()
+        assert off.query_artifact(ran.artifact_id, sql="SELECT count(*) AS n FROM artifact")["result"] == [{"n": 5000}]
+        assert off.reference(ref.artifact_id)["kind"] == "shell"  # what the model saw stays as it was
+        assert {row["kind"] for row in off.list()[0]} == {"json", "csv"}
+
+
 def test_a_huge_shell_result_is_not_estimated_whole_before_its_reference(sqlite_url):
     """Its size alone puts it over the budget (`surely_over`), as for any other result: the 3 MB stdout
     was counted whole to decide, then again for its reference, and the 2 MB stderr to size its share of
