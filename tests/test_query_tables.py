@@ -214,6 +214,20 @@ def test_a_pipe_table_drawn_for_people_is_read_without_its_rules_and_padding(off
                      {"name": None, "v": None} if style == "markdown" else {"name": "n107", "v": "NULL"}]
 
 
+def test_a_psql_table_whose_cells_span_lines_or_hold_a_pipe_is_text_and_says_why(off):
+    """Read as cells, psql's continuation lines were rows (467 where its footer said 463) and a cell
+    holding `||` was split into two columns, silently."""
+    rows = [f" {i:>4} | f{i:<5} | {'select 1' if i % 50 else 'select $1 || $2'}" for i in range(3000)]
+    spanning = rows[:100] + [" 9999 | long  | line one +", "      |       | line two"] + rows[100:]
+    for body, why in (("\n".join(rows), "cells where its header has 3 (a | inside a cell?)"),
+                      ("\n".join(r.replace("||", "") for r in spanning), "has a cell that goes on over lines")):
+        text = "  oid | name   | src\n------+--------+-----\n" + body + "\n(3,001 rows)\n"
+        ref = off.put(text, tool="psql")
+        assert ref.kind == "text" and ref.shape is None
+        assert any(note.startswith("a table drawn for people, read as text: line ") and why in note
+                   for note in ref.notes), ref.notes
+
+
 def test_a_pipe_separated_export_without_rules_is_read_as_it_was():
     data = ("id|v\n" + "".join(f"{i}| {i} \n" for i in range(3000))).encode()
     text = data.decode()

@@ -18,7 +18,7 @@ import orjson
 
 from offload.content.binary import CONTROL_BYTES, sniff_binary
 from offload.content.lines import nul_separated
-from offload.content.table import is_rule
+from offload.content.table import irregular_frame, is_rule
 from offload.jsontext import may_hold_big_integers
 from offload.utf8 import invalid_bytes
 
@@ -264,6 +264,9 @@ def detect(data: bytes, tool: str | None = None, *, bad_bytes: int | None = None
     if _looks_like_grep(data, _is_grep_tool(tool)):
         return Detected("grep", "text/plain", notes=notes, **facts)
     delimiter = sniff_delimiter(data)
+    if delimiter == "|" and (why := irregular_frame(data)):
+        notes.append(f"a table drawn for people, read as text: {why}")
+        delimiter = None
     if delimiter is not None:
         content_type = "text/tab-separated-values" if delimiter == "\t" else "text/csv"
         return Detected("csv", content_type, notes=notes, delimiter=delimiter, **facts)

@@ -19,7 +19,8 @@ from typing import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["Layout", "column_names", "describe_table", "extra_names", "is_rule", "read_layout", "records"]
+__all__ = ["Layout", "column_names", "describe_table", "extra_names", "irregular_frame", "is_rule",
+           "read_layout", "records"]
 
 TYPE_SAMPLE = 2000
 EXACT_NULLS_CHARS = 1 << 20
@@ -114,6 +115,29 @@ def _framing(text: str) -> str:
         return ""
     header = next((line.strip() for line in lines if not is_rule(line)), "")
     return "edges" if header.startswith("|") and header.endswith("|") and len(header) > 1 else "inner"
+
+
+_CONTINUED = re.compile(r" \+(?:\||[ \t]*\r?$)", re.MULTILINE)  # psql: this cell goes on, on the next line
+
+
+def irregular_frame(data: bytes) -> str | None:
+    """Why a pipe table drawn for people cannot be read as its cells, or None (also when it is no such
+    table). psql marks a cell that goes on over lines with `+` and does not escape a `|` inside a cell:
+    read as cells, the continuation lines were rows (467 where psql's footer said 463) and a cell holding
+    `||` was split in two, silently."""
+    text = data.decode("utf-8", "replace")
+    framed = _framing(text)
+    if not framed:
+        return None
+    if found := _CONTINUED.search(text):
+        return f"line {text.count(chr(10), 0, found.start()):,} has a cell that goes on over lines"
+    width = None
+    for line, row in records(text, Layout("|", "", 0, framed)):
+        if width is None:
+            width = len(row)
+        elif len(row) != width:
+            return f"line {line:,} has {len(row):,} cells where its header has {width:,} (a | inside a cell?)"
+    return None
 
 
 def records(text: str, layout: Layout) -> Iterator[tuple[int, list[str]]]:
