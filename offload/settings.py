@@ -7,7 +7,10 @@ own tool names get sensible limits without configuration. The config file is TOM
 
 from __future__ import annotations
 
+import difflib
 import fnmatch
+import functools
+import logging
 import os
 import tomllib
 from pathlib import Path
@@ -18,6 +21,8 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from pydantic_settings.exceptions import SettingsError
 
 from .errors import InvalidSetting
+
+log = logging.getLogger("offload")
 
 # Defaults from current practice (tokens): see DESIGN.md and the issue that set them.
 DEFAULT_LIMITS: dict[str, int] = {
@@ -73,6 +78,30 @@ def _check_config_file() -> None:
         what = "a directory" if Path(explicit).is_dir() else "not there"
         raise InvalidSetting(f"OFFLOAD_CONFIG={explicit!r} is {what}: give the path of a TOML file, or unset "
                              "it to use the project's or the user's config.toml")
+
+
+def _mtime(path: Path) -> float | None:
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return None
+
+
+@functools.lru_cache(maxsize=16)
+def _warn_unknown_keys(path: str, _mtime: float | None, known: frozenset[str]) -> None:
+    """A config file's keys that are no setting are ignored (a newer offload's may be there), but said,
+    once per file and version of it, with the nearest setting: `refrence_tokens = 300` or a `[limit]`
+    table left the defaults in force, silently."""
+    try:
+        with open(path, "rb") as file:
+            keys = list(tomllib.load(file))
+    except (OSError, tomllib.TOMLDecodeError):
+        return  # the TOML source says what is wrong with it
+    for key in keys:
+        if key not in known:
+            near = difflib.get_close_matches(key, sorted(known), n=1)
+            log.warning("offload: the config file %s sets %r, which is no setting; it is ignored%s", path, key,
+                        f" (did you mean {near[0]!r}?)" if near else "")
 
 
 def _cause(exc: BaseException) -> str:
@@ -171,7 +200,8 @@ class Settings(BaseSettings):
                                 description="Seconds to wait for a busy store (a SQLite write lock, a PostgreSQL "
                                             "row, table or advisory lock, a PostgreSQL connection) before failing open.")
     tokenizer: str | None = Field(None, description="A real tokenizer for counts (o200k_base, cl100k_base; needs bpe-openai).")
-    cache_bytes: int = Field(512 * 1024**2, description="Memory bound of the parsed-document cache for queries.")
+    cache_bytes: int = Field(512 * 1024**2, ge=0,
+                             description="Memory bound of the parsed-document cache for queries (0: none kept).")
     query_timeout: float = Field(5.0, gt=0, le=3600, allow_inf_nan=False,
                                  description="Seconds a grep or SQL query may run, reading its result included.")
     query_result_bytes: int = Field(64 * 1024**2, ge=1024**2,
@@ -184,10 +214,14 @@ class Settings(BaseSettings):
     @field_validator("limits")
     @classmethod
     def _limits_hold_a_reference(cls, limits: dict[str, int]) -> dict[str, int]:
+        """Each limit holds a reference; its key is lower-cased, as tool names are looked up (a limit for
+        `MyTool` was ignored: the lookup lower-cased the name, not the key)."""
         low = {tool: tokens for tool, tokens in limits.items() if tokens < MIN_LIMIT}
         if low:
             raise ValueError(f"{', '.join(f'{t}={n}' for t, n in low.items())}: {too_small(MIN_LIMIT)}")
-        return limits
+        if "" in map(str.strip, limits):
+            raise ValueError("a limit needs a tool name (OFFLOAD_LIMIT_ with nothing after it, or an empty key)")
+        return {tool.lower(): tokens for tool, tokens in limits.items()}
 
     @model_validator(mode="after")
     def _aliases_name_budgets(self) -> "Settings":
@@ -215,6 +249,7 @@ class Settings(BaseSettings):
         path = config_file()
         if path is not None:
             sources.append(TomlConfigSettingsSource(settings_cls, toml_file=path))
+            _warn_unknown_keys(str(path), _mtime(path), frozenset(settings_cls.model_fields))
         return tuple(sources)
 
     def budget_key(self, tool: str) -> str:

@@ -262,6 +262,32 @@ def test_budgets_from_a_toml_config_file(sqlite_url, tmp_path, monkeypatch, real
     assert isinstance(Offloader(sqlite_url, limits={"glob": 200}).process("ls_tree", one_k), Reference)
 
 
+def test_a_config_key_that_is_no_setting_is_said_with_the_nearest_one(sqlite_url, tmp_path, monkeypatch, caplog):
+    """`refrence_tokens = 300` and a `[limit]` table were ignored, silently: the defaults stayed."""
+    config = tmp_path / "typo.toml"
+    config.write_text("refrence_tokens = 300\n\n[limit]\ngrep = 300\n")
+    monkeypatch.setenv("OFFLOAD_CONFIG", str(config))
+    with caplog.at_level("WARNING", logger="offload"):
+        assert Offloader(sqlite_url).settings.reference_tokens == 800
+        Offloader(sqlite_url).settings  # said once per file, not for every Offloader
+    said = [r.getMessage() for r in caplog.records if "is no setting" in r.getMessage()]
+    assert said == [f"offload: the config file {config} sets 'refrence_tokens', which is no setting; it is "
+                    "ignored (did you mean 'reference_tokens'?)",
+                    f"offload: the config file {config} sets 'limit', which is no setting; it is ignored "
+                    "(did you mean 'limits'?)"]
+
+
+def test_a_limit_is_found_whatever_the_case_of_its_tool_name(sqlite_url):
+    """{'MyTool': 250} was ignored: tool names were looked up lower-cased, the limits' keys as given."""
+    with Offloader(sqlite_url, limits={"MyTool": 250}) as off:
+        assert isinstance(off.process("MyTool", "word " * 1500), Reference)
+        assert off.settings.limit_for("mytool") == 250
+    for bad, says in (({"cache_bytes": -1}, "cache_bytes (OFFLOAD_CACHE_BYTES)"),
+                      ({"limits": {"": 3000}}, "a limit needs a tool name")):
+        with pytest.raises(InvalidSetting, match=re.escape(says)):
+            Offloader(sqlite_url, **bad).settings
+
+
 def test_config_file_in_the_project_store_is_found(sqlite_url, tmp_path, monkeypatch):
     project = tmp_path / "project"
     (project / ".offload").mkdir(parents=True)
