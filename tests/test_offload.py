@@ -868,6 +868,41 @@ def test_a_shell_result_whose_stdout_is_json_or_csv_is_queried_as_what_its_refer
         assert {row["kind"] for row in off.list()[0]} == {"json", "csv"}
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="os.fork")
+def test_forked_workers_each_store_and_the_parent_goes_on(store_url):
+    """On PostgreSQL, children forked from a process holding the store used its pooled connection: one
+    failed open, one waited forever, and the parent's next write failed too. On DuckDB, which one process
+    uses at a time, each child's result was said to be stored and was lost: they fail open now, and say
+    why."""
+    one_process = store_url.startswith("duckdb")
+    with Offloader(store_url) as off:
+        assert off.process("t", "parent\n" * 40_000).stored
+        children = []
+        for k in range(3):
+            pid = os.fork()
+            if pid == 0:  # pragma: no cover - the child
+                try:
+                    out = off.process("t", f"child {k}\n" * 40_000)
+                    said = not one_process or "DuckDB lets one process at a time" in out.render()
+                    os._exit(0 if out.stored is not one_process and said else 3)
+                finally:
+                    os._exit(4)
+            children.append(pid)
+        deadline, codes = time.monotonic() + 60, {}
+        while len(codes) < len(children) and time.monotonic() < deadline:
+            for pid in set(children) - set(codes):
+                done, status = os.waitpid(pid, os.WNOHANG)
+                if done:
+                    codes[pid] = os.waitstatus_to_exitcode(status)
+            time.sleep(0.05)
+        for pid in set(children) - set(codes):  # still waiting: the defect
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+        assert sorted(codes.values()) == [0, 0, 0], codes
+        assert off.process("t", "parent again\n" * 40_000).stored
+        assert len(off.list()[0]) == (2 if one_process else 5)
+
+
 def test_a_huge_shell_result_is_not_estimated_whole_before_its_reference(sqlite_url):
     """Its size alone puts it over the budget (`surely_over`), as for any other result: the 3 MB stdout
     was counted whole to decide, then again for its reference, and the 2 MB stderr to size its share of

@@ -318,6 +318,30 @@ def _schema(execute, *, sqlite: bool) -> tuple[set[str], str | None]:
 # ---------------------------------------------------------------------------------------------
 # Opening
 
+def _fork_safe(engine: Engine, *, one_process: bool) -> None:
+    """A process forked from one holding the store open never uses its parent's connections, which it
+    shares the sockets of: a pooled one from another process is dropped, not closed, and a new one made
+    (SQLAlchemy's recipe for os.fork). On PostgreSQL, forked workers' calls read one another's replies:
+    one failed, one waited forever, and the parent's next write failed too. A DuckDB store is one
+    process's (`one_process`): a forked child's writes went to its copy of the parent's database and
+    were lost, each said to be stored; the child is refused instead, and its calls fail open."""
+    opened_by = os.getpid()
+
+    @sa.event.listens_for(engine, "connect")
+    def _connected(_dbapi_connection, record) -> None:
+        record.info["pid"] = os.getpid()
+
+    @sa.event.listens_for(engine, "checkout")
+    def _checked_out(_dbapi_connection, record, proxy) -> None:
+        if one_process and os.getpid() != opened_by:
+            raise StoreError(f"this DuckDB store was opened by process {opened_by}, and DuckDB lets one "
+                             "process at a time use a database file: use SQLite or PostgreSQL for a store "
+                             "several processes share")
+        if record.info.get("pid", os.getpid()) != os.getpid():
+            record.dbapi_connection = proxy.dbapi_connection = None  # the parent's: left open for it
+            raise sa.exc.DisconnectionError(f"a connection of process {record.info['pid']}, not of this one")
+
+
 def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
     parsed = make_url(url)
     backend = parsed.get_backend_name()
@@ -362,6 +386,7 @@ def make_engine(url: str, *, busy_timeout: float = 30.0) -> Engine:
         engine = sa.create_engine(parsed)
     else:
         raise StoreError(f"Unsupported store URL {url!r}: use sqlite:///PATH, duckdb:///PATH or postgresql://…")
+    _fork_safe(engine, one_process=backend == "duckdb")
     if temporary:
         _remove_when_done(engine, path.parent)
     try:
