@@ -460,6 +460,30 @@ def test_big_text_and_grep_previews_count_exactly(grep_output, megabytes):
     assert all(n == truth[path] * (megabytes // 5) for path, n in grep_preview.extra["matches_per_file"].items())
 
 
+def test_file_and_path_names_are_not_error_lines():
+    """`ls -laR` listed `AppIdentityException.php` as an error line, and `find` the path `…/std/io/error`:
+    a word of the error search inside a file's or a path's name."""
+    names = ["AppIdentityException.php", "LogException.php", "std/io/error", "src/errors/mod.rs", "x/fatal/y"]
+    data = ("\n".join(f"/usr/lib/pkg{i}/{names[i % 5]}" for i in range(4000)) + "\n").encode()
+    assert "error_lines" not in build_preview(detect(data), data, 800, o200k).extra
+    real = data.replace(b"/usr/lib/pkg2002/std/io/error", b"find: '/proc/1/fd': Permission denied error")
+    assert build_preview(detect(real), real, 800, o200k).extra["error_lines"] == [2002]
+
+
+@pytest.mark.parametrize("budget", [300, 400, 800])
+def test_the_error_list_keeps_to_its_share_and_leaves_the_head_and_tail(budget):
+    """The list of error lines took what it needed: `git log --stat`, whose commit messages say "error"
+    and "failed", showed five of them and no tail, and at 300-400 tokens no line of the text at all. Past
+    its first line it takes a third of the budget at most."""
+    lines = [f"commit {i:040x}" if i % 10 == 0 else f"    fix: the error {i} failed when " + "words " * 30
+             for i in range(4000)]
+    data = ("\n".join(lines) + "\n").encode()
+    text = build_preview(detect(data), data, budget, o200k).text
+    assert text.startswith(lines[0] + "\n" + lines[1][:30]) and "    fix: the error 3999 failed" in text, text
+    listed = [line for line in text.splitlines() if line.startswith("… ") and not line.startswith("… [")]
+    assert len(listed) == 1 or o200k("\n".join(listed)) <= budget // 3
+
+
 def test_error_lines_past_the_first_scan_chunk_keep_exact_numbers():
     lines = [f"{i:08d} INFO copied block {i} to the replica without incident" for i in range(400_000)]
     for number in (150_123, 250_000, 399_000):

@@ -31,12 +31,14 @@ _SCAN_CHUNK = 8 << 20
 _MAX_ERROR_CANDIDATES = 5000
 # The tail is worth a large share when its last lines say how things ended.
 # A word, not part of a name: `libgpg-error.so` in `ls` output, `-Werror` and `on-failure` report nothing.
-_WORD_START, _WORD_END = r"(?<![\w-])", r"(?![\w-]|\.\w)"
+# A word of its own: not inside a name (`libgpg-error`), a file's (`LogException.php`) or a path's
+# (`…/std/io/error`), which `ls -R` and `find` list by the thousand
+_WORD_START, _WORD_END = r"(?<![\w/-])", r"(?![\w/-]|\.\w)"
 _ENDINGS = (_WORD_START + r"(?:errors?|exceptions?|traceback|fail(?:ed|ures?|s)?|fatal|panic(?:ked)?|abort(?:ed)?"
             r"|segmentation fault|core dumped|killed|timed out|exit(?:ed)?(?: with)? (?:code|status)|exit code"
             r"|returned non-zero)" + _WORD_END)
 _TAIL_PARTS = (  # the words one of its matches must hold, and a case-sensitive part of _TAIL_MATTERS
-    (("Error", "Exception"), r"[a-z](?:Error|Exception)\b"),
+    (("Error", "Exception"), r"[a-z](?:Error|Exception)" + _WORD_END),
     (("passed", "failed", "error", "skipped", "warning", "test"),
      r"\b\d+ (?:passed|failed|errors?|skipped|warnings?|tests?)\b"),
     (("total", "summary", "result", "finished", "done"), r"^\s*(?:total|summary|result|results|finished|done)\b.*[:=]"),
@@ -56,7 +58,7 @@ _TAIL_SEARCHES = tuple((words, re.compile(part, re.M)) for words, part in _TAIL_
 _ERROR_WORDS = (b"error", b"exception", b"traceback", b"fatal", b"panic", b"fail")
 _ERROR_LINE = re.compile(
     r"(?i:" + _WORD_START + r"(?:errors?|fatal|panic(?:ked)?|fail(?:ed|ure|ures|s)?|exceptions?|traceback)"
-    + _WORD_END + r")|[a-z](?:Error|Exception)\b"
+    + _WORD_END + r")|[a-z](?:Error|Exception)" + _WORD_END
 )
 # Terminal colour and cursor codes (CSI, OSC): `\x1b[31mERROR` holds no word "ERROR" for `\b` to find.
 _ANSI = re.compile(r"\x1b(?:\[[0-9;:?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)")
@@ -322,7 +324,12 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
             # they now show is no longer omitted, so it leaves the list.
             block = "\n".join(errors + [f"; {unit[1]} among them that report errors (first {len(errors)}):"])
             scanned = (_gap_bytes(data, shown_head, tail), gap) if gap else None
-            shown_head, tail = allocate(count(block) + 2 if errors else 0)
+            # past its first line, the list is given at most a third of the budget (`_assemble` lists
+            # what fits): given what it needed, in `git log --stat` (messages that say "error") it left
+            # no tail line, and at 300 tokens no line of the text at all
+            first = "\n".join(errors[:1] + [f"; {unit[1]} among them that report errors (first 1):"])
+            room = max(error_reserve, budget // 3, count(first) + 2)
+            shown_head, tail = allocate(min(count(block) + 2, room) if errors else 0)
             gap = _gap(shown_head, tail, total)
             kept = [i for i, number in enumerate(error_numbers) if gap and gap[0] <= number <= gap[1]]
             errors, error_numbers = [errors[i] for i in kept], [error_numbers[i] for i in kept]
