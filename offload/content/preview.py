@@ -207,8 +207,12 @@ def _csv(detected: Detected, data: bytes, budget: int, count: Callable[[str], in
         "rows": shape["rows"],
         "delimiter": detected.delimiter,
     }
-    quoted = shape.get("quoting") != "none" and b'"' in data  # then a record may span lines
-    view = text_preview(data, budget, count, tail_lines=1, scan_errors=False, total=detected.lines, records=quoted)
+    quoted = shape.get("quoting") != "none" and not shape.get("framed") and b'"' in data  # a record may span lines
+    # the last record; of a table drawn for people, also its footer and the blank line psql ends with
+    # (its one tail line was that blank line: no row, no "(3,215 rows)")
+    tail = 3 if shape.get("framed") else 1
+    view = text_preview(data, budget, count, tail_lines=tail, scan_errors=False, total=detected.lines,
+                        records=quoted)
     extra["lines"] = view.extra["lines"]
     return Preview(view.text, view.truncated, view.omitted, shape, [], extra)
 
