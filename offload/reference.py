@@ -297,14 +297,22 @@ class Reference:
         if self.items is not None:
             path = f", path={_q(self.items_path)}" if self.items_path else ""
             calls.append(f'unit="items"{path} pages whole items')
-        ways = ["jmespath=…"] if self.kind in ("json", "ndjson") else []
-        ways += ['sql="SELECT … FROM artifact"'] if self.kind in ("json", "ndjson", "csv") else []
+        kind = self.kind if self.kind != "shell" else _STORED_AS.get(self.content_type, "shell")  # its stdout's
+        ways = ["jmespath=…"] if kind in ("json", "ndjson") else []
+        # SQL reads a JSON document's main array: one without (an object of objects) was offered it, and refused
+        tabular = kind in ("ndjson", "csv") or (kind == "json" and self.items is not None)
+        ways += ['sql="SELECT … FROM artifact"'] if tabular else []
         ways.append('grep="regex", context=2')
         calls.append(f'query_artifact(artifact_id="{aid}", {" | ".join(ways)}) extracts')
         if stderr_aid:
             calls.append(f'the same with artifact_id="{stderr_aid}" reads stderr')
         lines.append("Next: " + "; ".join(calls) + ".")
         return "\n".join(lines)
+
+
+# A shell result's stdout of these types is stored as this kind (Offloader: `_QUERIED_AS`), and queried so
+_STORED_AS = {"application/json": "json", "application/x-ndjson": "ndjson", "text/csv": "csv",
+              "text/tab-separated-values": "csv"}
 
 
 def _q(text: str) -> str:

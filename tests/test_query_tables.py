@@ -277,6 +277,14 @@ def test_null_counts_are_what_sql_reads_as_null(off):
 # -- E: advice the model can follow --------------------------------------------------------------
 
 
+def test_a_json_document_without_a_main_array_is_not_offered_sql(off):
+    """`npm ls --json` (an object of objects) was offered sql="SELECT … FROM artifact", which it refuses."""
+    tree = off.put({"dependencies": {f"pkg{i}": {"version": "1.0.0"} for i in range(3000)}}, tool="npm")
+    listed = off.put({"items": [{"id": i} for i in range(3000)]}, tool="api")
+    assert "sql=" not in tree.render().split("Next: ")[1] and "jmespath=…" in tree.render().split("Next: ")[1]
+    assert 'sql="SELECT … FROM artifact"' in listed.render().split("Next: ")[1]
+
+
 def test_sql_on_a_json_object_advises_a_call_query_artifact_takes(off):
     aid = off.put({f"k{i}": {"v": i} for i in range(3000)}, tool="api").artifact_id
     out = dispatch(off, "query_artifact", {"artifact_id": aid, "sql": "SELECT 1"})
