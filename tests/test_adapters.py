@@ -402,6 +402,10 @@ def test_artifact_arguments_resolve_whole_content_and_jmespath_parts(off, stored
     assert total.text == str(sum(range(0, 2000, 100)))
     bad = pack.call("sum_values", {"values": f"artifact://{stored['doc']}#items[?"})
     assert bad.is_error and bad.structured["error"] == "invalid_query"
+    # an unknown id: what ids look like, not `offload ls`, which the model cannot run
+    unknown = pack.call("count_lines", {"text": "artifact://art_aaaaaaaaaaaaaaaa"})
+    assert unknown.is_error and "Artifact ids are 'art_' and 16 letters" in unknown.text
+    assert "offload ls" not in unknown.text
 
 
 def test_artifact_arguments_are_size_limited_and_namespace_checked(off, sqlite_url, stored):

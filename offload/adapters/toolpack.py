@@ -25,7 +25,7 @@ from ..jsontext import dumps, loads
 from ..reference import Reference
 from ..results import refuse_generator, to_payload
 from ..tools.schemas import (OUTPUT_SCHEMAS, TOOLS, ToolOutput, arguments_object, bounded_message, dispatch,
-                             error_output)
+                             error_output, offload_error_output)
 from ..utf8 import invalid_bytes
 
 if TYPE_CHECKING:
@@ -201,7 +201,7 @@ class ToolPack:
             try:
                 kwargs = self._resolve(tool, raw)
             except OffloadError as exc:
-                return error_output(exc.model_message(), exc.code)
+                return offload_error_output(exc)
         if tool.validator is not None:
             try:
                 model = tool.validator.model_validate(kwargs)

@@ -131,11 +131,8 @@ def dispatch(off: "Offloader", name: str, arguments: dict[str, Any] | str | None
             return ToolOutput(render_slice(result), result)
         result = off.query_artifact(session=session, **args)
         return ToolOutput(render_query(result), _structured(result))
-    except ArtifactNotFound as exc:  # the CLI's and the API's listings are not the model's to call
-        return error_output(f"No artifact {exc.artifact_id!r}. Artifact ids are 'art_' and 16 letters and digits, "
-                            "exactly as a reference in this conversation names them.", exc.code)
     except OffloadError as exc:
-        return error_output(exc.model_message(), exc.code)
+        return offload_error_output(exc)
     except TypeError as exc:
         return error_output(f"{name}: {exc}", "invalid_argument")
     except Exception as exc:  # noqa: BLE001 - a tool call never fails because offload failed
@@ -225,6 +222,15 @@ def bounded_message(message: str) -> str:
     omitted = len(message) - ERROR_CHARS
     return (f"{message[:ERROR_CHARS * 2 // 3]} … [{omitted:,} characters of this message not shown] … "
             f"{message[-ERROR_CHARS // 3:]}")
+
+
+def offload_error_output(exc: OffloadError) -> ToolOutput:
+    """An OffloadError as the model reads it: an unknown artifact id says what ids look like, not the CLI's
+    and the API's listings, which are not the model's to call."""
+    if isinstance(exc, ArtifactNotFound):
+        return error_output(f"No artifact {exc.artifact_id!r}. Artifact ids are 'art_' and 16 letters and digits, "
+                            "exactly as a reference in this conversation names them.", exc.code)
+    return error_output(exc.model_message(), exc.code)
 
 
 def error_output(message: str, code: str) -> ToolOutput:
