@@ -3,8 +3,9 @@
 A `tools/call` result keeps its shape; only its oversized parts are replaced. Each text item or embedded
 resource over the tool's budget becomes a text item holding the reference; when those and the items that
 passed are over it together, all the texts are stored as one artifact; an oversized `structuredContent`
-becomes the reference's structured form (one copy stored when it duplicates an offloaded text, as the spec has servers do). The
-listing gains fetch_slice and query_artifact, and each declared outputSchema also admits that form.
+becomes the reference's structured form (one copy stored when it duplicates an offloaded text, as the
+spec has servers do). The listing gains fetch_slice and query_artifact, and each declared outputSchema
+also admits that form.
 """
 
 from __future__ import annotations
