@@ -177,6 +177,20 @@ def test_bad_calls_come_back_as_errors_the_model_can_act_on(pack):
         assert out.text == f"Error: artifact_id must be a string like art_…, not {type(artifact_id).__name__}"
 
 
+def test_a_null_for_an_argument_with_a_default_is_that_default(off):
+    """Models send null for an argument they leave out: `path: str = "."` given null was an error, while
+    the companion tools read null as the default. A null the signature takes stays a null."""
+    def find(pattern: str, path: str = ".", depth: int | None = 3) -> str:
+        """Find."""
+        return f"{pattern} in {path} to {depth}"
+
+    pack = ToolPack(off, [find])
+    assert pack.call("find", {"pattern": "x", "path": None}).text == "x in . to 3"
+    assert pack.call("find", {"pattern": "x", "depth": None}).text == "x in . to None"
+    missing = pack.call("find", {"pattern": None})
+    assert missing.is_error and "pattern: Input should be a valid string" in missing.text
+
+
 def test_errors_quote_the_models_arguments_within_a_bound(off):
     # a 100,000-character statement or id came back whole in the error: 12,000-25,000 tokens of it
     aid = off.put([{"a": i} for i in range(3000)], tool="api").artifact_id

@@ -204,7 +204,7 @@ class ToolPack:
                 return offload_error_output(exc)
         if tool.validator is not None:
             try:
-                model = tool.validator.model_validate(kwargs)
+                model = _validated(tool.validator, kwargs)
             except ValidationError as exc:
                 problems = "; ".join(f"{'.'.join(str(p) for p in e['loc']) or 'arguments'}: {e['msg']}"
                                      for e in exc.errors(include_url=False))
@@ -363,3 +363,18 @@ def _signature_schema(fn: Callable[..., Any], label: str) -> tuple[dict[str, Any
     if extra == "forbid":
         schema["additionalProperties"] = False
     return schema, model
+
+
+def _validated(validator: type[BaseModel], kwargs: dict[str, Any]) -> BaseModel:
+    """The arguments as the tool's signature reads them; a null for one that has a default and takes no
+    null is that default, as the companion tools read null (`path: str = "."` given null was an error,
+    and models send null for an argument they mean to leave out)."""
+    try:
+        return validator.model_validate(kwargs)
+    except ValidationError as exc:
+        fields = validator.model_fields
+        unset = {str(e["loc"][0]) for e in exc.errors() if e["loc"] and kwargs.get(str(e["loc"][0]), 0) is None
+                 and str(e["loc"][0]) in fields and not fields[str(e["loc"][0])].is_required()}
+        if not unset:
+            raise
+        return validator.model_validate({key: value for key, value in kwargs.items() if key not in unset})
