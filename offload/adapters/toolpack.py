@@ -373,8 +373,9 @@ def _validated(validator: type[BaseModel], kwargs: dict[str, Any]) -> BaseModel:
         return validator.model_validate(kwargs)
     except ValidationError as exc:
         fields = validator.model_fields
-        unset = {str(e["loc"][0]) for e in exc.errors() if e["loc"] and kwargs.get(str(e["loc"][0]), 0) is None
-                 and str(e["loc"][0]) in fields and not fields[str(e["loc"][0])].is_required()}
+        defaulted = {key for key, value in kwargs.items()
+                     if value is None and key in fields and not fields[key].is_required()}
+        unset = defaulted & {str(e["loc"][0]) for e in exc.errors() if e["loc"]}
         if not unset:
             raise
         return validator.model_validate({key: value for key, value in kwargs.items() if key not in unset})

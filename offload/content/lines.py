@@ -30,9 +30,8 @@ _FIRST_SCAN = 64 << 10
 _SCAN_CHUNK = 8 << 20
 _MAX_ERROR_CANDIDATES = 5000
 # The tail is worth a large share when its last lines say how things ended.
-# A word, not part of a name: `libgpg-error.so` in `ls` output, `-Werror` and `on-failure` report nothing.
-# A word of its own: not inside a name (`libgpg-error`), a file's (`LogException.php`) or a path's
-# (`…/std/io/error`), which `ls -R` and `find` list by the thousand
+# A word of its own, not part of a name: `libgpg-error.so` in `ls` output, `-Werror` and `on-failure`,
+# a file's (`LogException.php`) or a path's (`…/std/io/error`, which `find` lists by the thousand)
 _WORD_START, _WORD_END = r"(?<![\w/-])", r"(?![\w/-]|\.\w)"
 _ENDINGS = (_WORD_START + r"(?:errors?|exceptions?|traceback|fail(?:ed|ures?|s)?|fatal|panic(?:ked)?|abort(?:ed)?"
             r"|segmentation fault|core dumped|killed|timed out|exit(?:ed)?(?: with)? (?:code|status)|exit code"
@@ -322,13 +321,13 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
         if error_reserve:
             # Give what the error lines did not use back to the head and the tail; a listed line that
             # they now show is no longer omitted, so it leaves the list.
-            block = "\n".join(errors + [f"; {unit[1]} among them that report errors (first {len(errors)}):"])
+            header = f"; {unit[1]} among them that report errors (first {len(errors)}):"
+            block = "\n".join(errors + [header])
             scanned = (_gap_bytes(data, shown_head, tail), gap) if gap else None
             # past its first line, the list is given at most a third of the budget (`_assemble` lists
             # what fits): given what it needed, in `git log --stat` (messages that say "error") it left
             # no tail line, and at 300 tokens no line of the text at all
-            first = "\n".join(errors[:1] + [f"; {unit[1]} among them that report errors (first 1):"])
-            room = max(error_reserve, budget // 3, count(first) + 2)
+            room = max(error_reserve, budget // 3, count("\n".join(errors[:1] + [header])) + 2)
             shown_head, tail = allocate(min(count(block) + 2, room) if errors else 0)
             gap = _gap(shown_head, tail, total)
             kept = [i for i, number in enumerate(error_numbers) if gap and gap[0] <= number <= gap[1]]

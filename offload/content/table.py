@@ -59,6 +59,7 @@ _WIDER = {frozenset({"integer", "float"}): "float"}
 _RULE = re.compile(r"[ \t]*[|+]?(?:[ \t]*:?-+:?[ \t]*[|+])+(?:[ \t]*:?-+:?[ \t]*)?[ \t]*")
 _FOOTER = re.compile(r"\(\d[\d,]* rows?\)|(?:\d[\d,]* rows? in set|Empty set)(?:, \d+ warnings?)?(?: \([\d.]+ sec\))?")
 _FRAME_LINES = 3  # a rule among a table's first lines makes it framed
+_FRAME_HEAD = 64 * 1024  # characters (or bytes) those lines are looked for in
 
 
 @dataclass(frozen=True)
@@ -110,7 +111,7 @@ def reader(text: str, delimiter: str, quote: str):
 
 def _framing(text: str) -> str:
     """A pipe table's `Layout.framed`: "" unless a rule line is among its first non-blank lines."""
-    lines = [line for line in text[:64 * 1024].split("\n", 64)[:64] if line.strip()][:_FRAME_LINES + 1]
+    lines = [line for line in text[:_FRAME_HEAD].split("\n", 64)[:64] if line.strip()][:_FRAME_LINES + 1]
     if not any(map(is_rule, lines[:_FRAME_LINES])):
         return ""
     header = next((line.strip() for line in lines if not is_rule(line)), "")
@@ -125,10 +126,10 @@ def irregular_frame(data: bytes) -> str | None:
     table). psql marks a cell that goes on over lines with `+` and does not escape a `|` inside a cell:
     read as cells, the continuation lines were rows (467 where psql's footer said 463) and a cell holding
     `||` was split in two, silently."""
-    text = data.decode("utf-8", "replace")
-    framed = _framing(text)
+    framed = _framing(data[:_FRAME_HEAD].decode("utf-8", "replace"))  # every pipe-separated result asks
     if not framed:
         return None
+    text = data.decode("utf-8", "replace")
     if found := _CONTINUED.search(text):
         return f"line {text.count(chr(10), 0, found.start()):,} has a cell that goes on over lines"
     width = None

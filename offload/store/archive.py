@@ -109,7 +109,7 @@ def export_archive(store: Store, namespace: str, path: Path | BinaryIO, *, progr
                "contents.ndjson": _dumps([{k: i[k] for k in ("sha256", "bytes", "items", "items_path")}
                                           for i in infos])}
     digests = {name: _digest(data) for name, data in members.items()}
-    digests.update((f"items/{i['sha256']}", _digest(_item_blob(store, i["sha256"])))
+    digests.update((f"items/{i['sha256']}", _digest(store.item_blob(i["sha256"])))
                    for i in infos if i["items"] is not None)
     manifest = {"format": FORMAT, "version": VERSION, "namespace": namespace, "artifacts": len(rows),
                 "extracts": len(logged), "contents": len(infos), "bytes": sum(i["bytes"] for i in infos),
@@ -134,18 +134,10 @@ def _write_members(store: Store, tar: tarfile.TarFile, manifest: dict, members: 
         _add_bytes(tar, name, data)
     for info in infos:
         if info["items"] is not None:  # read a second time (once for its digest): one index in memory at once
-            _add_bytes(tar, f"items/{info['sha256']}", _item_blob(store, info["sha256"]))
+            _add_bytes(tar, f"items/{info['sha256']}", store.item_blob(info["sha256"]))
         member = tarfile.TarInfo(f"content/{info['sha256']}")
         member.size = info["bytes"]
         tar.addfile(member, io.BufferedReader(_ChunkReader(store.iter_bytes(info["sha256"]), progress)))
-
-
-def _item_blob(store: Store, sha: str) -> bytes:
-    """A content's item index as it is stored: its blocks of packed (start, end) pairs, joined."""
-    with store.engine.connect() as conn:
-        blobs = conn.execute(sa.select(item_blocks.c.data).where(
-            item_blocks.c.sha256 == sha).order_by(item_blocks.c.block)).scalars().all()
-    return b"".join(bytes(b) for b in blobs)
 
 
 def _digest(data: bytes) -> str:

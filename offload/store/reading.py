@@ -116,6 +116,13 @@ class ContentReading:
         offset = first - b0 * ITEMS_PER_BLOCK
         return [(int(a), int(b)) for a, b in pairs[offset : offset + (last - first)].tolist()]
 
+    def item_blob(self, sha256: str) -> bytes:
+        """A content's item index as it is stored: its blocks of packed (start, end) pairs, joined."""
+        with self._read() as conn:
+            blobs = conn.execute(sa.select(item_blocks.c.data).where(item_blocks.c.sha256 == sha256)
+                                 .order_by(item_blocks.c.block)).scalars().all()
+        return b"".join(map(bytes, blobs))
+
     def verify(self) -> list[dict[str, Any]]:
         """Re-hash every stored content; report each whose bytes no longer match (`problem`: "mismatch",
         a chunk missing included), each item index its content cannot have ("items", `why`), and each
@@ -168,12 +175,12 @@ class ContentReading:
         for sha, size, items in indexed:
             if sha in reported:
                 continue
+            fault = index_fault(self.item_blob(sha), size, items)
+            if fault is None:
+                continue
             with self._read() as conn:
-                blobs = conn.execute(sa.select(item_blocks.c.data).where(item_blocks.c.sha256 == sha)
-                                     .order_by(item_blocks.c.block)).scalars().all()
-                fault = index_fault(b"".join(map(bytes, blobs)), size, items)
-                if fault is None or not conn.execute(sa.select(c.sha256).where(c.sha256 == sha)).first():
-                    continue  # sound, or deleted while it was read
+                if not conn.execute(sa.select(c.sha256).where(c.sha256 == sha)).first():
+                    continue  # deleted while it was read
                 ids = conn.execute(sa.select(a.id).where(a.sha256 == sha)).scalars().all()
             problems.append({"sha256": sha, "problem": "items", "actual_sha256": sha, "bytes": size,
                              "actual_bytes": size, "why": fault, "artifacts": list(ids)})
