@@ -29,7 +29,7 @@ from .content import Detected, gc_paused, pause_gc, resume_gc
 from .referencing import Measure, ReferenceBuilder, reason
 from .store.chunking import chunk_bytes
 from .store.records import args_json, column_text, public_extract, public_row
-from .tokens import TokenCounter, surely_over
+from .tokens import TokenCounter
 from .tools.query import QueryRunner
 from .tools.pages import SliceRequest, content_digest
 from .tools.slicing import Slicer
@@ -161,19 +161,8 @@ class Offloader:
         data = payload.data
         stored_args = args_json(args) if args is not None else None  # as the args column holds them
         stderr_ref = None
-        companions = []
-        if payload.is_shell and payload.stderr:
-            half = target // 2
-            stderr_share = half if not self.counter.exact and surely_over(len(payload.stderr), half) else min(
-                self.counter.count(payload.stderr, "text") + 10, half)
-            stderr_ref = references.stderr_preview(tool, payload.stderr, stderr_share, half)
-            if stderr_ref.truncated:
-                # stored whole with the result, whose reference names it (`PendingWrite.finish`)
-                stderr_ref.artifact_id = new_id("art_")
-                companions.append((self._row(stderr_ref, tool + ":stderr", stored_args, session, None),
-                                   payload.stderr, stderr_ref.sha256))
         # a large result is hashed, then written, on a worker while it is chunked and referenced here
-        write = PendingWrite(self, data, companions=companions)
+        write = PendingWrite(self, data)
         failure: Exception | None = None
         try:
             chunks = list(chunk_bytes(data))
@@ -184,10 +173,11 @@ class Offloader:
             if payload.is_shell:
                 ref.kind, ref.exit_code, ref.shell_fields = "shell", payload.exit_code, payload.fields
                 ref.stream = payload.stream
-                if stderr_ref is not None:
-                    ref.stderr, ref.stderr_bytes = stderr_ref.preview, stderr_ref.bytes
-                    ref.stderr_truncated = stderr_ref.truncated
-                    ref.stderr_artifact_id = stderr_ref.artifact_id
+                if payload.stderr:
+                    stderr_ref = references.add_stderr(ref, tool, payload.stderr, target)
+                    if stderr_ref.truncated:  # stored whole with the result (`PendingWrite.finish`)
+                        write.companions.append((self._row(stderr_ref, tool + ":stderr", stored_args, session, None),
+                                                 payload.stderr, stderr_ref.sha256))
             notes = list(ref.notes)
             references.fit(ref, detected, data, target)
             if stderr_ref is not None and ref.stderr_truncated and not ref.stderr_artifact_id:

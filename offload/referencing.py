@@ -21,7 +21,7 @@ from .reference import Reference
 from .results import Payload
 from .store import new_id
 from .store.chunking import Chunk, count_lines
-from .tokens import TokenCounter, exact_tokenizer, utf8_size
+from .tokens import TokenCounter, exact_tokenizer, surely_over, utf8_size
 
 MIN_PREVIEW = 40  # tokens: below this a preview says nothing useful
 # A preview shrunk by what its first attempt was over can land well under the target: the shape and the
@@ -99,9 +99,7 @@ class ReferenceBuilder:
         # The preview's label and the sentence of what it leaves out come on top: sized here with this
         # result's own numbers, so the first preview usually fits (a second costs a whole rebuild: ~4 ms
         # of a 1 MB log's 14, when a fixed margin left the first 2-4 tokens over in 17 puts of 20).
-        around = self.counter.count(f"Preview — partial:\nlines 4–{ref.lines:,} ({ref.lines:,} lines, {ref.bytes:,} "
-                                    f"bytes) not shown; line {ref.lines:,}: chars 16–118 (103 chars) not shown.")
-        preview_budget = max(target - self.counter.count(ref.render()) - around - 10, MIN_PREVIEW)
+        preview_budget = max(self._room(ref, target), MIN_PREVIEW)
         keep_shape, max_hints = True, None
         too_big = math.inf  # the smallest preview budget that went over, with the hints and shape kept now
         # an attempt that fitted, while a bigger preview is tried (twice per layout at most): snapshot,
@@ -253,6 +251,36 @@ class ReferenceBuilder:
                     ref.stderr_truncated = True
                     # the short wording says "stderr (N bytes, stored whole as …): not shown" of an empty one
                     ref.notes = [*said, note] if kept or not ref.terse else said
+
+    def _room(self, ref: Reference, target: int) -> int:
+        """Tokens of `target` that the rendered `ref` leaves to its preview, by the counter."""
+        around = self.counter.count(f"Preview — partial:\nlines 4–{ref.lines:,} ({ref.lines:,} lines, {ref.bytes:,} "
+                                    f"bytes) not shown; line {ref.lines:,}: chars 16–118 (103 chars) not shown.")
+        return target - self.counter.count(ref.render()) - around - 10
+
+    def add_stderr(self, ref: Reference, tool: str, stderr: bytes, target: int) -> Reference:
+        """Put the preview of a shell result's stderr on `ref` (stdout's, analysed, its preview not yet
+        built), and return stderr's own reference: its `artifact_id` is set when it is to be stored
+        whole (`truncated`).
+
+        The room the rest of the reference leaves is shared: each stream takes what it needs up to half,
+        and what one leaves, the other may take. A flat half of the target went to stderr before the
+        header was counted, and stdout was left one line beside a stderr of 20 warnings.
+        """
+        ref.stderr, ref.stderr_bytes, ref.stderr_truncated = "", len(stderr), True
+        ref.stderr_artifact_id = new_id("art_")  # named in the next calls when stored: it takes room
+        room = self._room(ref, target)
+        half = room // 2
+        stderr_need = half + 1 if not self.counter.exact and surely_over(len(stderr), half) else (
+            self.counter.count(stderr, "text") + 10)
+        stdout_need = ref.tokens + 10 if ref.bytes else 0
+        share = stderr_need if stderr_need <= half else max(half, room - stdout_need)
+        stderr_ref = self.stderr_preview(tool, stderr, share, max(share, MIN_PREVIEW))
+        if stderr_ref.truncated:
+            stderr_ref.artifact_id = ref.stderr_artifact_id  # stored whole with the result, which names it
+        ref.stderr, ref.stderr_truncated = stderr_ref.preview, stderr_ref.truncated
+        ref.stderr_artifact_id = stderr_ref.artifact_id
+        return stderr_ref
 
     def stderr_preview(self, tool: str, stderr: bytes, share: int, cap: int) -> Reference:
         detected = detect(stderr, None)

@@ -948,6 +948,31 @@ def test_shell_huge_stderr_is_stored_as_a_second_artifact(sqlite_url, real_count
     assert f'fetch_slice(artifact_id="{silent.artifact_id}"' not in text
 
 
+def test_stdout_and_stderr_share_the_room_the_reference_leaves(sqlite_url, real_count):
+    """Each stream takes what it needs up to half of the room; what one leaves, the other may take. A
+    flat half of the whole budget went to stderr before the header was counted, and a build log's
+    stdout showed one line beside 20 warnings."""
+    off = Offloader(sqlite_url)
+    stdout = "".join(f"line {i}: building module number {i} of the project ok\n" for i in range(5_000))
+    for warnings in (20, 200):
+        stderr = "".join(f"warning: deprecated option --foo used in config file at line {i}\n" for i in range(warnings))
+        ref = off.process("bash", {"stdout": stdout, "stderr": stderr, "exit_code": 1})
+        text = assert_reference(ref, stdout.encode(), real_count)
+        out_lines, err_lines = ref.preview.count("building module"), ref.stderr.count("warning:")
+        assert out_lines >= 5 and err_lines >= 5, text
+        assert 0.5 <= out_lines / err_lines <= 2, text  # lines of about one length: about one share each
+        assert "line 4999: building" in ref.preview  # the last line of a failed run's stdout
+        assert off.counter.count(text) >= 0.8 * off.references.target, text  # the room is used
+    # a short stdout leaves its room to a long stderr
+    few = "compiling 3 targets\nlinking\n" * 3
+    stderr = "".join(f"src/mod{i}.c:{i}: error: unknown type name 'foo_{i}_t'\n" for i in range(400))
+    ref = off.process("bash", {"stdout": few, "stderr": stderr, "exit_code": 2})
+    text = assert_reference(ref, few.encode(), real_count)
+    assert ref.preview.count("compiling 3 targets") == 3 and not ref.truncated, text
+    assert off.counter.count(text) >= 0.8 * off.references.target, text
+    assert raw(off, ref.stderr_artifact_id) == stderr.encode()
+
+
 # -- bad input: a correct reference or a pass-through, never a crash, never lost bytes ----------------
 
 
