@@ -13,7 +13,9 @@ import sys
 
 import httpx2
 import pytest
-from pydantic import TypeAdapter
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, Field, TypeAdapter
 
 from offload import Offloader
 from offload.adapters import ToolPack
@@ -544,6 +546,139 @@ def test_openai_agents_function_tools(pack):
     args = json.dumps({"artifact_id": aid, "offset": -1})
     page = asyncio.run(tools[1].on_invoke_tool(context("fetch_slice", args), args))
     assert page.startswith("99999 FATAL disk full on /dev/sda1\n[")
+
+
+class Window(BaseModel):
+    start: int
+    end: int | None = None
+
+
+class Circle(BaseModel):
+    kind: Literal["circle"] = "circle"
+    radius: float = 1.0
+
+
+class Square(BaseModel):
+    kind: Literal["square"] = "square"
+    side: float
+
+
+def search_logs(pattern: str, path: str = ".", max_count: int | None = None, tags: list[str] = (),
+                order: Literal["newest", "oldest"] = "newest", window: Window | None = None,
+                shape: Annotated[Circle | Square, Field(discriminator="kind")] = Circle()) -> dict:
+    """Search the logs."""
+    return {"pattern": pattern, "path": path, "max_count": max_count, "tags": list(tags), "order": order,
+            "window": window and window.model_dump(), "shape": shape.model_dump()}
+
+
+def _objects(schema):
+    """Every object schema in `schema`, nested ones and definitions too."""
+    if isinstance(schema, dict):
+        if schema.get("type") == "object" or "properties" in schema:
+            yield schema
+        for value in schema.values():
+            yield from _objects(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _objects(value)
+
+
+def test_strict_tools_require_every_argument_and_read_null_as_its_default(off):
+    """OpenAI's strict mode takes every object closed and every property required: an argument the model
+    may leave out is one it may give as null, and null runs the tool with the argument's default."""
+    import jsonschema
+    from agents.strict_schema import ensure_strict_json_schema
+    from openai.types.chat import ChatCompletionToolParam
+    from openai.types.responses import FunctionToolParam
+
+    from offload.adapters.openai import agents_tools, chat_tools, responses_tools
+
+    pack = ToolPack(off, [search_logs, build_log])
+    chat, responses, agents = chat_tools(pack, strict=True), responses_tools(pack, strict=True), agents_tools(
+        pack, strict=True)
+    assert [t["function"]["strict"] for t in chat] == [True] * 4 and [t["strict"] for t in responses] == [True] * 4
+    assert all(t.strict_json_schema for t in agents)
+    assert responses_tools(pack)[0]["strict"] is False and "strict" not in chat_tools(pack)[0]["function"]
+    for tool in chat:
+        TypeAdapter(ChatCompletionToolParam).validate_python(tool)
+    for tool, agent_tool in zip(responses, agents):
+        TypeAdapter(FunctionToolParam).validate_python(tool)
+        schema = tool["parameters"]
+        # the Agents SDK's own strict conversion (FunctionTool runs it) changes nothing of ours
+        assert ensure_strict_json_schema(json.loads(json.dumps(schema))) == schema
+        assert agent_tool.params_json_schema == schema
+        for node in _objects(schema):
+            assert node["additionalProperties"] is False and node["required"] == list(node["properties"]), node
+        assert "oneOf" not in json.dumps(schema)
+    assert chat[0]["function"]["parameters"] == responses[0]["parameters"]
+
+    schema = responses[0]["parameters"]
+    nulls = {"pattern": "x", "path": None, "max_count": None, "tags": None, "order": None, "window": None,
+             "shape": None}
+    jsonschema.validate(nulls, schema)  # what a strict model may send
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({**nulls, "pattern": None}, schema)  # a required argument takes no null
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.validate({"pattern": "x"}, schema)  # every argument is given
+    out = pack.call("search_logs", nulls)
+    assert not out.is_error, out.text
+    assert out.structured["result"] == {"pattern": "x", "path": ".", "max_count": None, "tags": [],
+                                        "order": "newest", "window": None, "shape": {"kind": "circle", "radius": 1.0}}
+    given = {**nulls, "window": {"start": 3, "end": None}, "shape": {"kind": "square", "side": 2.0}}
+    jsonschema.validate(given, schema)
+    with pytest.raises(jsonschema.ValidationError):  # inside an argument, an optional field is required as it is
+        jsonschema.validate({**nulls, "shape": {"kind": None, "radius": 2.0}}, schema)
+    assert pack.call("search_logs", given).structured["result"]["window"] == {"start": 3, "end": None}
+    # the companion tools read their nulls as their defaults already
+    fetch = responses[2]["parameters"]
+    assert fetch["required"] == ["artifact_id", "offset", "limit", "unit", "path"]
+    ref = off.put(BIG_LOG, tool="build_log")
+    args = {"artifact_id": ref.artifact_id, "offset": None, "limit": None, "unit": None, "path": None}
+    jsonschema.validate(args, fetch)
+    assert pack.call("fetch_slice", args).text.startswith("00000 step 0 ok")
+
+
+def test_strict_tools_refuse_what_strict_mode_cannot_say(off):
+    """An object of keys the tool chooses, or an argument of any value, has no strict schema that takes
+    what the tool takes: an error names the tool and the argument, and strict=False still lists it."""
+    from offload.adapters.openai import chat_tools, responses_tools
+
+    def tag(name: str, **labels: str) -> str:
+        """Tag."""
+
+    def count(values: dict[str, int]) -> int:
+        """Count."""
+
+    def echo(value, times: int = 1) -> str:
+        """Echo."""
+
+    def first(values: list) -> str:
+        """First."""
+
+    for fn, where in ((tag, "arguments takes keys"), (count, "arguments.values takes keys"),
+                      (echo, "arguments.value takes any value"), (first, r"arguments.values\[\] takes any value")):
+        pack = ToolPack(off, [fn], companions=False)
+        with pytest.raises(ValueError, match=f"tool '{fn.__name__}': {where}"):
+            responses_tools(pack, strict=True)
+        assert chat_tools(pack)[0]["function"]["name"] == fn.__name__
+
+
+def test_a_tool_with_its_own_schema_reads_null_for_an_argument_it_does_not_require_as_left_out(off):
+    seen = []
+
+    def lookup(key, limit=10, note=None):
+        seen.append((key, limit, note))
+        return "ok"
+
+    pack = ToolPack(off, companions=False)
+    pack.add(lookup, parameters={"type": "object", "properties": {
+        "key": {"type": "string"}, "limit": {"type": "integer"}, "note": {"type": ["string", "null"]}},
+        "required": ["key"], "additionalProperties": False})
+    assert pack.call("lookup", {"key": "a", "limit": None, "note": None}).text == "ok"
+    assert seen == [("a", 10, None)]  # limit's null is its default; note takes null, and gets it
+    from offload.adapters.openai import responses_tools
+    strict = responses_tools(pack, strict=True)[0]["parameters"]["properties"]
+    assert strict["limit"] == {"type": ["integer", "null"]} and strict["note"] == {"type": ["string", "null"]}
 
 
 # -- Anthropic --------------------------------------------------------------------------------------

@@ -11,7 +11,8 @@ import asyncio
 from typing import TYPE_CHECKING, Any, Iterator
 
 from ..tools.schemas import ToolOutput, error_output
-from .toolpack import ToolPack
+from .strict import strict_parameters
+from .toolpack import PackTool, ToolPack
 
 if TYPE_CHECKING:
     from agents import FunctionTool
@@ -20,10 +21,13 @@ if TYPE_CHECKING:
 # -- Chat Completions -------------------------------------------------------------------------------
 
 
-def chat_tools(pack: ToolPack) -> list[dict[str, Any]]:
-    """`tools=` for `client.chat.completions.create()`."""
-    return [{"type": "function",
-             "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}
+def chat_tools(pack: ToolPack, *, strict: bool = False) -> list[dict[str, Any]]:
+    """`tools=` for `client.chat.completions.create()`; `strict=True`: strict function calling, every
+    schema made strict (see `offload.adapters.strict`; ValueError for a tool whose arguments it cannot
+    express)."""
+    return [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                              "parameters": _parameters(t, strict),
+                                              **({"strict": True} if strict else {})}}
             for t in pack]
 
 
@@ -70,10 +74,11 @@ def _tool_message(call_id: str, out: ToolOutput) -> dict[str, Any]:
 # -- Responses --------------------------------------------------------------------------------------
 
 
-def responses_tools(pack: ToolPack) -> list[dict[str, Any]]:
-    """`tools=` for `client.responses.create()`."""
-    return [{"type": "function", "name": t.name, "description": t.description, "parameters": t.parameters,
-             "strict": False}
+def responses_tools(pack: ToolPack, *, strict: bool = False) -> list[dict[str, Any]]:
+    """`tools=` for `client.responses.create()`, which reads a function as strict unless told: this
+    says `strict` (False by default; True makes every schema strict, as `chat_tools` does)."""
+    return [{"type": "function", "name": t.name, "description": t.description,
+             "parameters": _parameters(t, strict), "strict": strict}
             for t in pack]
 
 
@@ -105,8 +110,9 @@ def _call_output(item: Any, out: ToolOutput) -> dict[str, Any]:
 # -- the OpenAI Agents SDK --------------------------------------------------------------------------
 
 
-def agents_tools(pack: ToolPack, *, session: str | None = None) -> list["FunctionTool"]:
-    """The pack as Agents SDK FunctionTool objects: `Agent(tools=agents_tools(pack))`."""
+def agents_tools(pack: ToolPack, *, session: str | None = None, strict: bool = False) -> list["FunctionTool"]:
+    """The pack as Agents SDK FunctionTool objects: `Agent(tools=agents_tools(pack))`; `strict=True`
+    gives them strict schemas (`strict_json_schema`), made as `chat_tools` makes them."""
     try:
         from agents import FunctionTool
     except ImportError as exc:  # pragma: no cover - depends on the installation
@@ -118,12 +124,16 @@ def agents_tools(pack: ToolPack, *, session: str | None = None) -> list["Functio
             return (await pack.acall(name, arguments, session=session)).text
 
         return FunctionTool(name=name, description=description, params_json_schema=parameters,
-                            on_invoke_tool=invoke, strict_json_schema=False)
+                            on_invoke_tool=invoke, strict_json_schema=strict)
 
-    return [function_tool(t.name, t.description, t.parameters) for t in pack]
+    return [function_tool(t.name, t.description, _parameters(t, strict)) for t in pack]
 
 
 # -- helpers ----------------------------------------------------------------------------------------
+
+
+def _parameters(tool: PackTool, strict: bool) -> dict[str, Any]:
+    return strict_parameters(tool.parameters, tool.name) if strict else tool.parameters
 
 
 def _get(obj: Any, key: str, default: Any = None) -> Any:

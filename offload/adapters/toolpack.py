@@ -27,6 +27,7 @@ from ..results import refuse_generator, to_payload
 from ..tools.schemas import (OUTPUT_SCHEMAS, TOOLS, ToolOutput, arguments_object, bounded_message, dispatch,
                              error_output, offload_error_output)
 from ..utf8 import invalid_bytes
+from .strict import takes_null
 
 if TYPE_CHECKING:
     from ..offloader import Offloader
@@ -196,7 +197,7 @@ class ToolPack:
         raw = arguments_object(arguments)
         if isinstance(raw, str):
             return error_output(f"The arguments of {tool.name} must be a JSON object ({raw}).", "invalid_argument")
-        kwargs = raw
+        kwargs = raw if tool.validator is not None else _nulls_left_out(tool.parameters, raw)
         if tool.artifact_args:
             try:
                 kwargs = self._resolve(tool, raw)
@@ -363,6 +364,19 @@ def _signature_schema(fn: Callable[..., Any], label: str) -> tuple[dict[str, Any
     if extra == "forbid":
         schema["additionalProperties"] = False
     return schema, model
+
+
+def _nulls_left_out(schema: Any, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The arguments of a tool with a schema of its own (`add(parameters=...)`) without the nulls its
+    schema does not take for an argument it does not require: null is how a model leaves one out (strict
+    function calling makes every argument required and the optional ones nullable), and the function's
+    default then applies, as `_validated` reads null for a tool whose signature is its schema."""
+    properties = schema.get("properties") if isinstance(schema, dict) else None
+    if not isinstance(properties, dict) or None not in kwargs.values():
+        return kwargs
+    required = set(schema.get("required") or ())
+    return {key: value for key, value in kwargs.items()
+            if value is not None or key in required or key not in properties or takes_null(properties[key])}
 
 
 def _validated(validator: type[BaseModel], kwargs: dict[str, Any]) -> BaseModel:
