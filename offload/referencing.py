@@ -69,6 +69,8 @@ class ReferenceBuilder:
         detected = detect(data, tool, bad_bytes=sum(chunk.bad for chunk in chunks), lines=lines)
         if on_detected is not None:
             on_detected(detected)
+        if payload is not None and payload.is_shell and payload.exit_code not in (None, 0):
+            detected.memo["failed"] = True  # its stdout's last lines are where it stopped (`text_preview`)
         if detected.kind == "binary" and payload is not None and payload.text is not None:
             chars = len(payload.text)
         else:

@@ -948,6 +948,19 @@ def test_shell_huge_stderr_is_stored_as_a_second_artifact(sqlite_url, real_count
     assert f'fetch_slice(artifact_id="{silent.artifact_id}"' not in text
 
 
+def test_a_failed_commands_stdout_shows_its_last_lines(sqlite_url, real_count):
+    """Where a command that failed stopped is in its last lines, whatever they say: they get the tail's
+    larger share, as an error word at the end would give them."""
+    off = Offloader(sqlite_url)
+    stdout = "".join(f"[{i:04d}/5000] compiling src/module_{i}.c\n" for i in range(5_000))
+    tails = {}
+    for code in (0, 2):
+        ref = off.process("bash", {"stdout": stdout, "stderr": "", "exit_code": code})
+        assert_reference(ref, stdout.encode(), real_count)
+        tails[code] = sum(f"[{i:04d}/5000]" in ref.preview for i in range(4_950, 5_000))
+    assert tails[2] >= 2 * tails[0] and tails[2] >= 10, tails
+
+
 def test_stdout_and_stderr_share_the_room_the_reference_leaves(sqlite_url, real_count):
     """Each stream takes what it needs up to half of the room; what one leaves, the other may take. A
     flat half of the whole budget went to stderr before the header was counted, and a build log's

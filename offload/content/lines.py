@@ -255,13 +255,15 @@ def _line_cap(budget: int) -> int:
 
 def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | None = None,
                  scan_errors: bool = True, line_cap: int | None = None, total: int | None = None,
-                 unit: Unit = LINES, records: bool = False) -> LineView:
+                 unit: Unit = LINES, records: bool = False, tail_first: bool = False) -> LineView:
     """Head, then the tail when it matters, with exact counts of what lies between.
 
     `tail_lines` fixes how many last lines to show (CSV shows one); None decides from the content.
     `total` is the line count when the caller knows it. `unit` names the lines in what the preview
     says it leaves out, for content whose lines are something else (NUL-separated entries). `records`:
     the lines are a CSV's, whose quoted fields may span lines; the head and tail keep whole records.
+    `tail_first`: the tail matters whatever it says (the stdout of a command that failed: its last
+    lines are where it stopped).
     """
     total = line_count(data) if total is None else total
     whole = whole_text(data, budget, count)
@@ -273,7 +275,7 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
         return _assemble(data, budget, count, [only] if only else [], [], total, [], [], True, unit)
     marker_cost = count(f"… [{total:,} {unit[1]} omitted: {total:,}–{total:,}] …") + 1
     last = lines.tail(60, budget * 8)
-    matters = tail_matters("\n".join(line.text for line in last[-20:]))
+    matters = tail_first or tail_matters("\n".join(line.text for line in last[-20:]))
     if tail_lines is None:
         tail_share, tail_cap = (0.55, 60) if matters else (0.15, 5)
     else:

@@ -83,7 +83,8 @@ def _from_lines(view: LineView, **fields) -> Preview:
 def _text(detected: Detected, data: bytes, budget: int, count: Callable[[str], int]) -> Preview:
     """Lines; entries that NUL bytes separate are shown one per line and counted as entries."""
     if b"\x00" not in data or not nul_separated(data):
-        return _from_lines(text_preview(data, budget, count, total=detected.lines))
+        return _from_lines(text_preview(data, budget, count, total=detected.lines,
+                                        tail_first=detected.memo.get("failed", False)))
     # An entry a line: a newline inside one (a file name may hold it) is counted as a one-byte stand-in,
     # so every line is an entry and the byte counts stay exact, and shown as ␤.
     stand_in = next((b for b in _STAND_INS if b not in data), None) if b"\n" in data else None
