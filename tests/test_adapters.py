@@ -7,7 +7,9 @@ so each SDK serializes our tool definitions and results and parses the model's r
 from __future__ import annotations
 
 import asyncio
+import datetime
 import json
+import pathlib
 import subprocess
 import sys
 
@@ -655,12 +657,47 @@ def test_strict_tools_refuse_what_strict_mode_cannot_say(off):
     def first(values: list) -> str:
         """First."""
 
+    def maybe(value: object | None = None) -> str:
+        """Maybe."""
+
+    def pair(point: tuple[int, str]) -> str:
+        """Pair."""
+
     for fn, where in ((tag, "arguments takes keys"), (count, "arguments.values takes keys"),
-                      (echo, "arguments.value takes any value"), (first, r"arguments.values\[\] takes any value")):
+                      (echo, "arguments.value takes any value"), (first, r"arguments.values\[\] takes any value"),
+                      (maybe, "arguments.value takes any value"), (pair, "arguments.point uses 'prefixItems'")):
         pack = ToolPack(off, [fn], companions=False)
         with pytest.raises(ValueError, match=f"tool '{fn.__name__}': {where}"):
             responses_tools(pack, strict=True)
         assert chat_tools(pack)[0]["function"]["name"] == fn.__name__
+    union = ToolPack(off, companions=False)
+    union.add(lambda **kw: "", name="either", parameters={"anyOf": [{"type": "object", "properties": {}}]})
+    with pytest.raises(ValueError, match="tool 'either': OpenAI's strict mode needs the arguments to be one object"):
+        responses_tools(union, strict=True)
+
+
+def rename(name: Annotated[str, Field(min_length=2, max_length=8)], tags: set[str] = frozenset(),
+           where: pathlib.Path = pathlib.Path("."), when: datetime.date | None = None) -> str:
+    """Rename."""
+    return name
+
+
+def test_strict_tools_leave_out_the_constraints_strict_mode_does_not_take(off):
+    """minLength, maxLength, uniqueItems and a format of its own are left out of a strict schema; the
+    signature still checks them when the tool is called. A tool of no arguments is one closed object."""
+    from offload.adapters.openai import responses_tools
+
+    pack = ToolPack(off, [rename], companions=False)
+    pack.add(lambda: "now", name="now", parameters={"type": "object", "properties": {}})
+    props = responses_tools(pack, strict=True)[0]["parameters"]["properties"]
+    assert props["name"] == {"type": "string"}
+    assert props["tags"] == {"default": [], "items": {"type": "string"}, "type": ["array", "null"]}
+    assert props["where"] == {"default": ".", "type": ["string", "null"]}
+    assert props["when"]["anyOf"][0] == {"format": "date", "type": "string"}  # a format strict mode takes
+    assert responses_tools(pack, strict=True)[1]["parameters"] == {
+        "type": "object", "properties": {}, "additionalProperties": False, "required": []}
+    out = pack.call("rename", {"name": "x", "tags": None, "where": None, "when": None})
+    assert out.is_error and "at least 2 characters" in out.text
 
 
 def test_a_tool_with_its_own_schema_reads_null_for_an_argument_it_does_not_require_as_left_out(off):
@@ -676,6 +713,9 @@ def test_a_tool_with_its_own_schema_reads_null_for_an_argument_it_does_not_requi
         "required": ["key"], "additionalProperties": False})
     assert pack.call("lookup", {"key": "a", "limit": None, "note": None}).text == "ok"
     assert seen == [("a", 10, None)]  # limit's null is its default; note takes null, and gets it
+    pack.add(lookup, name="lookup_artifacts", parameters=pack.get("lookup").parameters, artifact_args=True)
+    assert pack.call("lookup_artifacts", {"key": "b", "limit": None}).text == "ok"
+    assert seen[-1] == ("b", 10, None)
     from offload.adapters.openai import responses_tools
     strict = responses_tools(pack, strict=True)[0]["parameters"]["properties"]
     assert strict["limit"] == {"type": ["integer", "null"]} and strict["note"] == {"type": ["string", "null"]}

@@ -200,7 +200,7 @@ class ToolPack:
         kwargs = raw if tool.validator is not None else _nulls_left_out(tool.parameters, raw)
         if tool.artifact_args:
             try:
-                kwargs = self._resolve(tool, raw)
+                kwargs = self._resolve(tool, kwargs)
             except OffloadError as exc:
                 return offload_error_output(exc)
         if tool.validator is not None:
