@@ -152,6 +152,28 @@ def reassemble_lines(pages: list[dict]) -> str:
     return "".join(out)
 
 
+def test_a_negative_offset_whose_lines_do_not_all_fit_ends_at_the_end(off, real_count):
+    """offset=-40 is how a reference says to read the end of a log: when the 40 do not fit, the page
+    holds the last lines that do, and says how to read those before them; a page of the first of them
+    had left out the footer and the final error."""
+    text = "".join(f"{i:05d} " + "row value " * 40 + "\n" for i in range(3_000)) + "FATAL: out of disk\n"
+    ref = off.put(text, tool="psql")
+    lines = text.split("\n")[:-1]
+    page = off.fetch_slice(ref.artifact_id, offset=-40)
+    within_budget(off, [page], real_count)
+    assert page["next"] is None and page["content"].endswith("FATAL: out of disk")
+    first = page["offset"]
+    assert 2_961 < first and page["content"].split("\n") == lines[first:]
+    assert f'fetch_slice(artifact_id="{ref.artifact_id}", offset=2961, limit={first - 2_961})' in page["note"]
+    text_form = dispatch(off, "fetch_slice", {"artifact_id": ref.artifact_id, "offset": -40}).text
+    assert "the last" in text_form and "end reached" in text_form
+    before = off.fetch_slice(ref.artifact_id, offset=2_961, limit=first - 2_961)
+    assert before["content"].split("\n")[0] == lines[2_961]
+    # what fits is the whole page as before: a limit short of the end, or lines that fit, are unchanged
+    assert off.fetch_slice(ref.artifact_id, offset=-40, limit=3)["offset"] == 2_961
+    assert off.fetch_slice(ref.artifact_id, offset=-3)["content"].split("\n") == lines[-3:]
+
+
 def test_a_line_longer_than_a_chunk_is_counted_exactly_and_paging_returns_to_lines(off, real_count):
     long_line = "".join(f"{i:06d}é" for i in range(170_000))  # 1.36 MB: its end lies in the second chunk
     text = "short\n" + long_line + "\nnext line\nthird\n"

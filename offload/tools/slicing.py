@@ -23,7 +23,7 @@ from ..store.chunking import ITEMS_PER_BLOCK
 from ..tokens import MAX_BYTES_PER_TOKEN
 from ..utf8 import char_at, char_start, invalid_prefix, mixed_prefix
 from .pages import DEFAULT_LIMITS, Page, Resume, SliceRequest, absolute, fit_chars, nul_entries, validate
-from .schemas import render_slice
+from .schemas import _call, render_slice
 
 class Slicer:
     """fetch_slice over one store; `count` is the token counter, `budget` the page budget in tokens."""
@@ -110,7 +110,10 @@ class Slicer:
         start = absolute(req.offset, total)
         limit = req.limit if req.limit is not None else DEFAULT_LIMITS[req.unit]
         if req.unit == "lines":
-            return self._lines(row, info, req, start, limit, total, budget)
+            page = self._lines(row, info, req, start, limit, total, budget)
+            if req.offset < 0 and start + limit >= total and page["next_offset"] is not None and "cut" not in page:
+                page = self._tail(row, info, req, page, total, budget)
+            return page
         if req.unit == "chars":
             return self._chars(row, info, req, start, limit, total, resume, budget)
         if row["kind"] == "binary":
@@ -183,6 +186,30 @@ class Slicer:
         returned = len(page.parts)
         nxt = start + returned if start + returned < total else None
         return self._response(row, req, start, limit, page.parts, total, nxt)
+
+    def _tail(self, row: dict, info, req: SliceRequest, page: dict[str, Any], total: int,
+              budget: int) -> dict[str, Any]:
+        """The last lines that fit, for a negative offset whose lines did not all fit: such a page is
+        asked for its end (a log's last lines, where it says how it ended), and a page of its first
+        lines had left out the last ones. Each try starts where the lines of the one before would end
+        the page, until they reach the end; the lines asked for before them are named, with the call."""
+        asked = page["offset"]
+        for _attempt in range(6):
+            later = total - page["returned"]
+            if not page["returned"] or later <= page["offset"]:
+                break
+            tail = self._lines(row, info, req, later, total - later, total, budget)
+            if "cut" in tail or not tail["returned"]:
+                break
+            page = tail
+            if tail["next_offset"] is None:
+                break
+        start = page["offset"]
+        if start > asked:
+            before = {"artifact_id": row["id"], "offset": asked, "limit": start - asked}
+            page["note"] = (f"the last {page['returned']:,} of the {total - asked:,} lines asked for are what fits "
+                            f"the page; the {start - asked:,} before them: {_call('fetch_slice', before)}")
+        return page
 
     def _cut_or_stop(self, row, info, req, start, limit, page: Page, total, line: str, line_char: int,
                      whole: bool = True) -> dict[str, Any]:
