@@ -131,6 +131,21 @@ def test_csv_header_names_differing_only_in_case_are_the_shapes(off):
 # -- C: ragged rows --------------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize("delimiter", ["|", ","])
+def test_a_last_line_counting_the_rows_before_it_is_no_row(off, delimiter):
+    """`psql -A` (and `-F,`) ends with `(3000 rows)`: read as a row, it made 3,001, a column of numbers
+    text, and one null in every other column. Only a count that is exact is taken for a footer."""
+    body = "".join(f"{i}{delimiter}{2 * i}\n" for i in range(1, 3_001))
+    data = f"n{delimiter}m\n{body}(3000 rows)\n".encode()
+    ref = off.put(data, tool="psql")
+    assert ref.shape["rows"] == 3_000 and ref.shape["columns"]["n"] == {"type": "integer"}
+    result = off.query_artifact(ref.artifact_id, sql="SELECT count(*) c, typeof(n) t, sum(n) s FROM artifact GROUP BY 2")
+    assert result["result"] == [{"c": 3_000, "t": "BIGINT", "s": 4_501_500}]
+    assert [row for _, row in records(data.decode(), read_layout(data, data.decode(), delimiter))][-1] == ["3000", "6000"]
+    wrong = f"n{delimiter}m\n{body}(2999 rows)\n".encode()  # not the count: a record, as it is
+    assert off.put(wrong, tool="psql").shape["rows"] == 3_001
+
+
 def test_a_ragged_csv_keeps_every_row_and_value_and_names_the_lines(off):
     lines = ["id,v"] + [f"{i},{i}" + (",extra" if i == 2500 else "") for i in range(3000)]
     lines[11] = "10"  # one field short
@@ -272,6 +287,19 @@ def test_null_counts_are_what_sql_reads_as_null(off):
                                        "FROM artifact")
     assert counts == [{"nulls": 500, "na": 500}]
     assert re.search(r'v: string \(500 null, 500 text "(NA|null)", 500 text "(NA|null)"\)', ref.render())
+
+
+def test_a_column_of_numbers_beside_null_like_text_is_the_text_sql_reads_and_says_how_to_cast(off):
+    """MariaDB's batch output writes NULL as the text NULL: SQL reads such a column as VARCHAR, so its
+    max() was the text 'NULL'. The shape said integer; it says string now, and the cast that reads it."""
+    data = "id\tmaxlen\n" + "".join(f"{i}\t{'NULL' if i % 3 else i * 10}\n" for i in range(3000))
+    ref = off.put(data, tool="mysql")
+    column = ref.shape["columns"]["maxlen"]
+    assert column == {"type": "string", "null_like": {"NULL": 2000}, "values": "integer"}
+    assert sql(off, ref.artifact_id, "SELECT typeof(maxlen) AS t FROM artifact LIMIT 1") == [{"t": "VARCHAR"}]
+    cast = re.search(r'TRY_CAST\("maxlen" AS BIGINT\)', ref.render())[0]
+    assert sql(off, ref.artifact_id, f"SELECT max({cast}) AS m, count({cast}) AS n FROM artifact") == [
+        {"m": 29_970, "n": 1_000}]
 
 
 # -- E: advice the model can follow --------------------------------------------------------------

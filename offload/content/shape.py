@@ -477,6 +477,10 @@ def _quote(value: str) -> str:
     return json.dumps(value, ensure_ascii=False)
 
 
+_SQL_TYPES = {"integer": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "date": "DATE", "datetime": "TIMESTAMP",
+              "time": "TIME"}
+
+
 def _render_table(shape: dict, width: int) -> str:
     columns = shape.get("columns", {})
     delimiter = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe"}.get(shape.get("delimiter"), "?")
@@ -493,6 +497,10 @@ def _render_table(shape: dict, width: int) -> str:
         # nulls are empty fields (SQL's NULLs); null-like text such as "NA" is counted apart, as SQL reads it
         counts = [f"{column['nulls']:,} null"] if column.get("nulls") else []
         counts += [f"{n:,} text {_quote(text)}" for text, n in list(column.get("null_like", {}).items())[:2]]
+        if values := column.get("values"):
+            quoted = '"' + name.replace('"', '""') + '"'
+            counts[-1] += (f"; the rest {values}: TRY_CAST({quoted} AS {_SQL_TYPES.get(values, values.upper())}) "
+                           "reads them so, the text as NULL")
         nulls = f" ({', '.join(counts)}{sample})" if counts else ""
         parts.append(f"{name}: {column['type']}{nulls}")
     lines, line = [head], "columns:"

@@ -73,6 +73,8 @@ class Layout:
     # records and whose cells are trimmed: "inner" when only its columns are between pipes (psql),
     # "edges" when each line also starts and ends with one (Markdown, the MySQL client)
     framed: str = ""
+    # a last line that counts the records before it (`psql -A`'s `(3000 rows)`): no record
+    footer: bool = False
 
 
 def is_rule(line: str) -> bool:
@@ -94,12 +96,28 @@ def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
         return Layout(delimiter, "", max(0, sum(1 for _ in records(text, layout)) - 1), framed)
     if QUOTE in text:
         try:
-            return Layout(delimiter, QUOTE, max(0, sum(1 for row in reader(text, delimiter, QUOTE) if row) - 1))
+            layout = Layout(delimiter, QUOTE, max(0, sum(1 for row in reader(text, delimiter, QUOTE) if row) - 1))
         except csv.Error as exc:
             if not _QUOTING_ERROR.search(str(exc)):
                 raise  # a field over csv's size limit, say: no sign of stray quotes
-            return Layout(delimiter, "", _line_rows(data))
-    return Layout(delimiter, QUOTE, _line_rows(data))
+            layout = Layout(delimiter, "", _line_rows(data))
+    else:
+        layout = Layout(delimiter, QUOTE, _line_rows(data))
+    return _counted(text, layout)
+
+
+def _counted(text: str, layout: Layout) -> Layout:
+    """`layout` without its last record when that is a footer stating how many records come before it,
+    exactly (`psql -A` and `psql -F`: the header, the rows, `(3000 rows)`); read as a record, it made
+    3,001 rows, a column of numbers text, and "(1 null)" of every other column."""
+    end = text.rstrip()
+    last = end[end.rfind("\n") + 1:].strip()
+    if not layout.rows or not _FOOTER.fullmatch(last):
+        return layout
+    stated = re.match(r"\(?(\d[\d,]*)", last)
+    if (int(stated[1].replace(",", "")) if stated else 0) != layout.rows - 1:  # "Empty set": 0
+        return layout
+    return Layout(layout.delimiter, layout.quote, layout.rows - 1, layout.framed, footer=True)
 
 
 def reader(text: str, delimiter: str, quote: str):
@@ -143,12 +161,18 @@ def irregular_frame(data: bytes) -> str | None:
 
 def records(text: str, layout: Layout) -> Iterator[tuple[int, list[str]]]:
     """Each record, the header first, with the 0-based line it starts on (as fetch_slice numbers lines);
-    blank lines are skipped, and a framed table's rule and footer lines (`Layout.framed`)."""
+    blank lines are skipped, and a framed table's rule and footer lines (`Layout.framed`), and the footer
+    of one that has it (`Layout.footer`)."""
     rows = reader(text, layout.delimiter, layout.quote)
     line = 0
+    held = None  # with a footer, each record waits for the next: the last one is the footer
     for row in rows:
         if row and (not layout.framed or (row := _cells(row, layout.framed))):
-            yield line, row
+            if not layout.footer:
+                yield line, row
+            elif held is not None:
+                yield held
+            held = line, row
         line = rows.line_num
 
 
@@ -232,6 +256,10 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
                 column["null_like"] = dict(null_like.most_common())
         elif sampled and ("nulls" in column or "null_like" in column):
             column["nulls_from"] = "sample"
+        if column.get("null_like") and column["type"] != "string":
+            # SQL reads the text "NULL" as text, so the column as text: the shape says so, and of what
+            # the other values are (a max() of a column shown as integers came back 'NULL')
+            column["values"], column["type"] = column["type"], "string"
     shape: dict = {"type": "table", "rows": layout.rows, "delimiter": delimiter, "columns": columns}
     if layout.framed:
         shape["framed"] = layout.framed
