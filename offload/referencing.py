@@ -211,20 +211,18 @@ class ReferenceBuilder:
     def clip(self, ref: Reference, target: int) -> None:
         """Last resort: cut the preview, then the stderr preview, to what the rest of the text leaves.
 
-        When the full wording is over even with neither (a budget of ~250 tokens and below), the hints
-        and the shape go, then the reference takes its short wording (`Reference.terse`), and the
-        stderr is cut again from what it was, into the room that leaves: stdout's preview, already
-        cut to nothing, gets what is left after it (`_refill`), so an error on stderr keeps its place.
+        When the full wording is over even without a preview (a budget of ~400 tokens and below), the
+        hints and the shape go, then the reference takes its short wording (`Reference.terse`), and only
+        then is stderr cut, into the room that leaves: stdout's preview, already cut to nothing, gets
+        what is left after it (`_refill`), so an error on stderr keeps its place.
         """
-        stderr = (ref.stderr, ref.stderr_truncated, list(ref.notes))
-        self._cut(ref, target, ("preview", "stderr"))
+        self._cut(ref, target, ("preview",))
         if self.measure(ref.render()) <= target:
             return
         ref.hints, ref.shape_text = [], ""
         if self.measure(ref.render()) <= target:
             return
-        ref.terse = True
-        ref.stderr, ref.stderr_truncated, ref.notes = stderr
+        ref.terse = True  # before stderr is cut: the error it shows says more than the calls' explanations
         if not ref.preview:  # what was left out, in one sentence: all of it
             ref.omitted = "none of it is shown here"
         self._cut(ref, target, ("preview", "stderr"))
@@ -272,6 +270,12 @@ class ReferenceBuilder:
         ref.stderr, ref.stderr_bytes, ref.stderr_truncated = "", len(stderr), True
         ref.stderr_artifact_id = new_id("art_")  # named in the next calls when stored: it takes room
         room = self._room(ref, target)
+        if room < 3 * MIN_PREVIEW:
+            # a small budget: the reference will take its short wording (`clip`), and stderr, where the
+            # error is, the room that leaves (sized for the full wording, it kept an omission marker)
+            ref.terse = True
+            room = max(room, self._room(ref, target) - MIN_PREVIEW // 2)
+            ref.terse = False
         half = room // 2
         stderr_need = half + 1 if not self.counter.exact and surely_over(len(stderr), half) else (
             self.counter.count(stderr, "text") + 10)

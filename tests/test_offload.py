@@ -961,6 +961,20 @@ def test_a_failed_commands_stdout_shows_its_last_lines(sqlite_url, real_count):
     assert tails[2] >= 2 * tails[0] and tails[2] >= 10, tails
 
 
+@pytest.mark.parametrize("limit", [300, 400])
+def test_at_small_budgets_the_error_at_the_end_of_stderr_is_shown(tmp_path, real_count, limit):
+    """A small budget leaves the reference its short wording, and stderr the room that leaves: sized for
+    the full wording, it kept an omission marker, and the traceback's last line went unseen."""
+    done = subprocess.run([sys.executable, "-c", "for i in range(20000): print(f'record {i}: value={i*i}')\n"
+                           "def f(n):\n    if n == 0: raise ValueError('boom: the record was corrupt')\n"
+                           "    return f(n - 1)\nf(5)"], capture_output=True)
+    off = Offloader(f"sqlite:///{tmp_path / 'store.db'}", limits={"bash": limit})
+    ref = off.process("bash", done)
+    assert_reference(ref, done.stdout, real_count, budget=limit)
+    assert "ValueError: boom: the record was corrupt" in ref.render() and "Exit code: 1" in ref.render()
+    assert raw(off, ref.stderr_artifact_id) == done.stderr
+
+
 def test_stdout_and_stderr_share_the_room_the_reference_leaves(sqlite_url, real_count):
     """Each stream takes what it needs up to half of the room; what one leaves, the other may take. A
     flat half of the whole budget went to stderr before the header was counted, and a build log's

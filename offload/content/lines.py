@@ -291,7 +291,7 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
     # The last line whole ("exit code 1", a summary) when the tail matters, even when its share of a
     # small budget is less: the head and the error lines give way to it.
     final = last[-1].cost if matters and last and last[-1].number == total - 1 else 0
-    final = final if final <= (budget - marker_cost) // 2 else 0
+    final = final if final <= budget - marker_cost - 2 else 0
 
     ran_out = False  # whether the head took every line of its pool, in either allocation
 
