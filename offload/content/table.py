@@ -110,7 +110,7 @@ def _counted(text: str, layout: Layout) -> Layout:
     """`layout` without its last record when that is a footer stating how many records come before it,
     exactly (`psql -A` and `psql -F`: the header, the rows, `(3000 rows)`); read as a record, it made
     3,001 rows, a column of numbers text, and "(1 null)" of every other column."""
-    end = text.rstrip()
+    end = text[-4096:].rstrip()  # a footer is short: no copy of the whole text
     last = end[end.rfind("\n") + 1:].strip()
     if not layout.rows or not _FOOTER.fullmatch(last):
         return layout
