@@ -146,6 +146,28 @@ def test_a_last_line_counting_the_rows_before_it_is_no_row(off, delimiter):
     assert off.put(wrong, tool="psql").shape["rows"] == 3_001
 
 
+def test_a_preamble_of_comments_before_the_header_is_no_row_and_sql_reads_the_table(off):
+    """An export's `# exported from …` lines before the header made the whole table text, and SQL
+    refused it. A `#` line that has the table's fields is its header (VCF's `#CHROM`), and a `#` line in
+    the body is a row, as it always was."""
+    body = "".join(f"{i},name {i},{i * 0.5}\n" for i in range(3000))
+    data = "# exported from test\n# by psql, 2026-12-07\nid,name,score\n" + body + "# not a comment,x,1\n"
+    ref = off.put(data, tool="export")
+    assert ref.kind == "csv" and ref.shape["rows"] == 3001 and ref.shape["comment_lines"] == 2
+    assert list(ref.shape["columns"]) == ["id", "name", "score"]
+    assert "2 # comment lines before it, not rows" in ref.render()
+    assert ref.preview.startswith("# exported from test\n# by psql, 2026-12-07\nid,name,score\n0,name 0,0.0")
+    assert sql(off, ref.artifact_id, "SELECT count(*) AS n, max(name) AS top FROM artifact WHERE name LIKE 'name %'") == [
+        {"n": 3000, "top": "name 999"}]
+    assert sql(off, ref.artifact_id, "SELECT id FROM artifact WHERE name = 'x'") == [{"id": "# not a comment"}]
+    vcf = "##fileformat=VCFv4.2\n##source=test\n#CHROM\tPOS\tID\n" + "".join(f"chr1\t{i}\trs{i}\n" for i in range(3000))
+    ref = off.put(vcf, tool="vcf")
+    assert ref.shape["comment_lines"] == 2 and list(ref.shape["columns"]) == ["#CHROM", "POS", "ID"]
+    assert sql(off, ref.artifact_id, "SELECT count(*) AS n, max(POS) AS m FROM artifact") == [{"n": 3000, "m": 2999}]
+    hashed = off.put("#id,name\n" + "".join(f"{i},n{i}\n" for i in range(3000)), tool="export")
+    assert "comment_lines" not in hashed.shape and list(hashed.shape["columns"]) == ["#id", "name"]
+
+
 def test_a_ragged_csv_keeps_every_row_and_value_and_names_the_lines(off):
     lines = ["id,v"] + [f"{i},{i}" + (",extra" if i == 2500 else "") for i in range(3000)]
     lines[11] = "10"  # one field short

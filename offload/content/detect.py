@@ -18,7 +18,7 @@ import orjson
 
 from offload.content.binary import CONTROL_BYTES, sniff_binary
 from offload.content.lines import nul_separated
-from offload.content.table import irregular_frame, is_rule
+from offload.content.table import comment_lines, irregular_frame, is_rule
 from offload.jsontext import may_hold_big_integers
 from offload.utf8 import invalid_bytes
 
@@ -397,17 +397,18 @@ def sniff_delimiter(data: bytes) -> str | None:
     for delimiter in _CSV_DELIMITERS:
         if delimiter == "|":  # a pipe table's rule lines (`+----+`, `|---|`) are not rows
             lines = [line for line in lines if not is_rule(line)] or lines
-        if delimiter not in lines[0]:
+        table = lines[comment_lines(lines, delimiter):] if lines[0].startswith("#") else lines
+        if len(table) < 2 or delimiter not in table[0]:
             continue
         try:
-            rows = list(csv.reader(lines, delimiter=delimiter))
+            rows = list(csv.reader(table, delimiter=delimiter))
         except csv.Error:
             continue
         header = rows[0]
         width = len(header)
         if width < 2 or not _plausible_header(header):
             continue
-        if delimiter == "," and _commas_are_thousands(lines):
+        if delimiter == "," and _commas_are_thousands(table):
             continue
         # A quoted field may span lines, so rows can be fewer than lines; the widths must agree.
         consistent = sum(1 for row in rows[1:] if len(row) == width)

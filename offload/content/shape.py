@@ -487,6 +487,8 @@ def _render_table(shape: dict, width: int) -> str:
     quoting = ", quotes as plain text" if shape.get("quoting") == "none" else ""
     if shape.get("framed"):  # a table drawn for people: SQL reads its cells trimmed, as the shape does
         delimiter, quoting = "pipe", "; rule lines are not rows, cells are trimmed"
+    if comments := shape.get("comment_lines"):
+        quoting += f"; {comments:,} # comment line{'s' if comments > 1 else ''} before it, not rows"
     head = (f"table: {shape.get('rows', 0):,} rows × {len(columns):,} columns ({delimiter}-separated, header row"
             f"{quoting})")
     if shape.get("sampled"):

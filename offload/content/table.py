@@ -75,6 +75,8 @@ class Layout:
     framed: str = ""
     # a last line that counts the records before it (`psql -A`'s `(3000 rows)`): no record
     footer: bool = False
+    # lines of `#` comments before the header (`comment_lines`): no records
+    comments: int = 0
 
 
 def is_rule(line: str) -> bool:
@@ -94,16 +96,32 @@ def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
     if delimiter == "|" and (framed := _framing(text)):
         layout = Layout(delimiter, "", 0, framed)
         return Layout(delimiter, "", max(0, sum(1 for _ in records(text, layout)) - 1), framed)
+    skip = comment_lines(text[:_FRAME_HEAD].split("\n", 64)[:64], delimiter) if text.startswith("#") else 0
     if QUOTE in text:
         try:
-            layout = Layout(delimiter, QUOTE, max(0, sum(1 for row in reader(text, delimiter, QUOTE) if row) - 1))
+            rows = sum(1 for row in reader(text, delimiter, QUOTE, skip) if row)
+            layout = Layout(delimiter, QUOTE, max(0, rows - 1), comments=skip)
         except csv.Error as exc:
             if not _QUOTING_ERROR.search(str(exc)):
                 raise  # a field over csv's size limit, say: no sign of stray quotes
-            layout = Layout(delimiter, "", _line_rows(data))
+            layout = Layout(delimiter, "", max(0, _line_rows(data) - skip), comments=skip)
     else:
-        layout = Layout(delimiter, QUOTE, _line_rows(data))
+        layout = Layout(delimiter, QUOTE, max(0, _line_rows(data) - skip), comments=skip)
     return _counted(text, layout)
+
+
+def comment_lines(lines: list[str], delimiter: str) -> int:
+    """How many of the first `lines` are `#` comments before a table's header (an export's preamble: `#
+    exported from …`), read as text before: none, unless the first line starts with `#`. The last of
+    them is the header instead when it has as many fields as the line after it (VCF's `#CHROM POS …`
+    after its `##` lines); a comment in the table's body is a record, as it always was."""
+    count = 0
+    while count < len(lines) and lines[count].startswith("#"):
+        count += 1
+    if not count or count == len(lines):
+        return 0
+    fields = len(lines[count].split(delimiter))
+    return count - 1 if fields > 1 and len(lines[count - 1].split(delimiter)) == fields else count
 
 
 def _counted(text: str, layout: Layout) -> Layout:
@@ -120,11 +138,15 @@ def _counted(text: str, layout: Layout) -> Layout:
     return Layout(layout.delimiter, layout.quote, layout.rows - 1, layout.framed, footer=True)
 
 
-def reader(text: str, delimiter: str, quote: str):
-    """A csv.reader with a layout's rules (strict: a quoted field must end where a field ends)."""
+def reader(text: str, delimiter: str, quote: str, skip: int = 0):
+    """A csv.reader with a layout's rules (strict: a quoted field must end where a field ends), from
+    the line after the first `skip` (a preamble of comments)."""
+    stream = io.StringIO(text)
+    for _ in range(skip):
+        stream.readline()
     if quote:
-        return csv.reader(io.StringIO(text), delimiter=delimiter, quotechar=quote, strict=True)
-    return csv.reader(io.StringIO(text), delimiter=delimiter, quoting=csv.QUOTE_NONE)
+        return csv.reader(stream, delimiter=delimiter, quotechar=quote, strict=True)
+    return csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE)
 
 
 def _framing(text: str) -> str:
@@ -163,8 +185,8 @@ def records(text: str, layout: Layout) -> Iterator[tuple[int, list[str]]]:
     """Each record, the header first, with the 0-based line it starts on (as fetch_slice numbers lines);
     blank lines are skipped, and a framed table's rule and footer lines (`Layout.framed`), and the footer
     of one that has it (`Layout.footer`)."""
-    rows = reader(text, layout.delimiter, layout.quote)
-    line = 0
+    rows = reader(text, layout.delimiter, layout.quote, layout.comments)
+    line = layout.comments
     held = None  # with a footer, each record waits for the next: the last one is the footer
     for row in rows:
         if row and (not layout.framed or (row := _cells(row, layout.framed))):
@@ -173,7 +195,7 @@ def records(text: str, layout: Layout) -> Iterator[tuple[int, list[str]]]:
             elif held is not None:
                 yield held
             held = line, row
-        line = rows.line_num
+        line = layout.comments + rows.line_num
 
 
 def _cells(row: list[str], framed: str) -> list[str] | None:
@@ -261,6 +283,8 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
             # the other values are (a max() of a column shown as integers came back 'NULL')
             column["values"], column["type"] = column["type"], "string"
     shape: dict = {"type": "table", "rows": layout.rows, "delimiter": delimiter, "columns": columns}
+    if layout.comments:
+        shape["comment_lines"] = layout.comments
     if layout.framed:
         shape["framed"] = layout.framed
     elif not layout.quote:

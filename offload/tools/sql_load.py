@@ -209,7 +209,7 @@ def fill_csv(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, delimite
     path = _write(folder, "artifact.csv", data)
     if not layout.framed and (not layout.quote or QUOTE not in text or not _spaced_quote(text)):
         try:
-            _read_csv(conn, path, delimiter, layout.quote, header, names)
+            _read_csv(conn, path, delimiter, layout.quote, header, names, layout.comments)
             columns = conn.execute("SELECT count(*) FROM (DESCRIBE artifact)").fetchone()[0]
             if conn.execute("SELECT count(*) FROM artifact").fetchone()[0] == expected and (
                     names is None or columns == len(names)):
@@ -236,11 +236,11 @@ def _spaced_quote(text: str) -> bool:
 
 
 def _read_csv(conn: duckdb.DuckDBPyConnection, path: str, delimiter: str, quote: str, header: bool,
-              names: list[str] | None) -> None:
+              names: list[str] | None, skip: int = 0) -> None:
     # Every choice given, none sniffed but the types: no comment lines (DuckDB's sniffer may take `#…`
-    # lines for comments and drop them), no rows skipped.
+    # lines for comments and drop them), no rows skipped but a preamble of comments (`Layout.comments`).
     options = {"delim": delimiter, "quote": quote, "escape": quote, "header": header, "comment": "",
-               "skip": 0}
+               "skip": skip}
     if names is not None:
         options["names"] = names
     named = "".join(f", {key} := ?" for key in options)
