@@ -318,14 +318,32 @@ def _schema(execute, *, sqlite: bool) -> tuple[set[str], str | None]:
 # ---------------------------------------------------------------------------------------------
 # Opening
 
+_FORKED: "weakref.WeakSet[Engine]" = weakref.WeakSet()  # engines whose pools a forked child replaces
+
+
+def _new_pools_in_child() -> None:
+    for engine in list(_FORKED):
+        engine.dispose(close=False)  # the parent's connections left open for it, none used here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_pools_in_child)
+
+
 def _fork_safe(engine: Engine, *, one_process: bool) -> None:
     """A process forked from one holding the store open never uses its parent's connections, which it
     shares the sockets of: a pooled one from another process is dropped, not closed, and a new one made
     (SQLAlchemy's recipe for os.fork). On PostgreSQL, forked workers' calls read one another's replies:
     one failed, one waited forever, and the parent's next write failed too. A DuckDB store is one
     process's (`one_process`): a forked child's writes went to its copy of the parent's database and
-    were lost, each said to be stored; the child is refused instead, and its calls fail open."""
+    were lost, each said to be stored; the child is refused instead, and its calls fail open.
+
+    The pool itself is replaced in the child too (`_FORKED`), before any checkout: the pool's pre-ping,
+    which runs before the checkout event, sent its ping on the parent's socket, and a child waited
+    forever for a reply a sibling had read (one run in three, with other stores opened before)."""
     opened_by = os.getpid()
+    if not one_process:
+        _FORKED.add(engine)
 
     @sa.event.listens_for(engine, "connect")
     def _connected(_dbapi_connection, record) -> None:
