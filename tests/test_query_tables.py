@@ -164,6 +164,9 @@ def test_a_preamble_of_comments_before_the_header_is_no_row_and_sql_reads_the_ta
     ref = off.put(vcf, tool="vcf")
     assert ref.shape["comment_lines"] == 2 and list(ref.shape["columns"]) == ["#CHROM", "POS", "ID"]
     assert sql(off, ref.artifact_id, "SELECT count(*) AS n, max(POS) AS m FROM artifact") == [{"n": 3000, "m": 2999}]
+    spaced = off.put("\n# one\n\n# two\n\nid,name\n" + "".join(f"{i},n{i}\n" for i in range(3000)), tool="export")
+    assert (spaced.shape["rows"], spaced.shape["comment_lines"]) == (3000, 2)  # blank lines are neither
+    assert sql(off, spaced.artifact_id, "SELECT count(*) AS n FROM artifact") == [{"n": 3000}]
     hashed = off.put("#id,name\n" + "".join(f"{i},n{i}\n" for i in range(3000)), tool="export")
     assert "comment_lines" not in hashed.shape and list(hashed.shape["columns"]) == ["#id", "name"]
 

@@ -75,7 +75,7 @@ class Layout:
     framed: str = ""
     # a last line that counts the records before it (`psql -A`'s `(3000 rows)`): no record
     footer: bool = False
-    # lines of `#` comments before the header (`comment_lines`): no records
+    # lines before the header, `#` comments and blank ones (`comment_lines`): no records
     comments: int = 0
 
 
@@ -96,7 +96,9 @@ def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
     if delimiter == "|" and (framed := _framing(text)):
         layout = Layout(delimiter, "", 0, framed)
         return Layout(delimiter, "", max(0, sum(1 for _ in records(text, layout)) - 1), framed)
-    skip = comment_lines(text[:_FRAME_HEAD].split("\n", 64)[:64], delimiter) if text.startswith("#") else 0
+    head = text[:_FRAME_HEAD].split("\n", 64)[:64]
+    skip = comment_lines(head, delimiter) if text.lstrip()[:1] == "#" else 0
+    comments = sum(1 for line in head[:skip] if line.strip())  # the lines skipped that `_line_rows` counts
     if QUOTE in text:
         try:
             rows = sum(1 for row in reader(text, delimiter, QUOTE, skip) if row)
@@ -104,9 +106,9 @@ def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
         except csv.Error as exc:
             if not _QUOTING_ERROR.search(str(exc)):
                 raise  # a field over csv's size limit, say: no sign of stray quotes
-            layout = Layout(delimiter, "", max(0, _line_rows(data) - skip), comments=skip)
+            layout = Layout(delimiter, "", max(0, _line_rows(data) - comments), comments=skip)
     else:
-        layout = Layout(delimiter, QUOTE, max(0, _line_rows(data) - skip), comments=skip)
+        layout = Layout(delimiter, QUOTE, max(0, _line_rows(data) - comments), comments=skip)
     return _counted(text, layout)
 
 
@@ -115,13 +117,14 @@ def comment_lines(lines: list[str], delimiter: str) -> int:
     exported from …`), read as text before: none, unless the first line starts with `#`. The last of
     them is the header instead when it has as many fields as the line after it (VCF's `#CHROM POS …`
     after its `##` lines); a comment in the table's body is a record, as it always was."""
-    count = 0
-    while count < len(lines) and lines[count].startswith("#"):
-        count += 1
-    if not count or count == len(lines):
+    header, last_comment = 0, None  # blank lines before the header are no records either
+    while header < len(lines) and (lines[header].startswith("#") or not lines[header].strip()):
+        last_comment = header if lines[header].startswith("#") else last_comment
+        header += 1
+    if last_comment is None or header == len(lines):
         return 0
-    fields = len(lines[count].split(delimiter))
-    return count - 1 if fields > 1 and len(lines[count - 1].split(delimiter)) == fields else count
+    fields = len(lines[header].split(delimiter))
+    return last_comment if fields > 1 and len(lines[last_comment].split(delimiter)) == fields else header
 
 
 def _counted(text: str, layout: Layout) -> Layout:
@@ -284,7 +287,8 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
             column["values"], column["type"] = column["type"], "string"
     shape: dict = {"type": "table", "rows": layout.rows, "delimiter": delimiter, "columns": columns}
     if layout.comments:
-        shape["comment_lines"] = layout.comments
+        shape["comment_lines"] = sum(1 for line in text.split("\n", layout.comments)[:layout.comments]
+                                     if line.startswith("#"))
     if layout.framed:
         shape["framed"] = layout.framed
     elif not layout.quote:
