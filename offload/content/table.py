@@ -114,7 +114,8 @@ def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
 
 def comment_lines(lines: list[str], delimiter: str) -> int:
     """How many of the first `lines` are `#` comments before a table's header (an export's preamble: `#
-    exported from …`), read as text before: none, unless the first line starts with `#`. The last of
+    exported from …`), read as text before, and the blank lines among them: none, unless the first line
+    that is not blank starts with `#`. The last of
     them is the header instead when it has as many fields as the line after it (VCF's `#CHROM POS …`
     after its `##` lines); a comment in the table's body is a record, as it always was."""
     header, last_comment = 0, None  # blank lines before the header are no records either
