@@ -9,6 +9,7 @@ the first TYPE_SAMPLE rows, and the shape says so. The SQL table (tools/sql.py) 
 from __future__ import annotations
 
 import csv
+import dataclasses
 import functools
 import io
 import re
@@ -75,8 +76,10 @@ class Layout:
     framed: str = ""
     # a last line that counts the records before it (`psql -A`'s `(3000 rows)`): no record
     footer: bool = False
-    # lines before the header, `#` comments and blank ones (`comment_lines`): no records
+    # lines before the header, `#` comments and blank ones (`comment_lines`): no records; and how many
+    # of them are comments
     comments: int = 0
+    comment_count: int = 0
 
 
 def is_rule(line: str) -> bool:
@@ -96,19 +99,21 @@ def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
     if delimiter == "|" and (framed := _framing(text)):
         layout = Layout(delimiter, "", 0, framed)
         return Layout(delimiter, "", max(0, sum(1 for _ in records(text, layout)) - 1), framed)
-    head = text[:_FRAME_HEAD].split("\n", 64)[:64]
-    skip = comment_lines(head, delimiter) if text.lstrip()[:1] == "#" else 0
-    comments = sum(1 for line in head[:skip] if line.strip())  # the lines skipped that `_line_rows` counts
+    skip = comments = 0
+    if text[:_FRAME_HEAD].lstrip()[:1] == "#":
+        head = text[:_FRAME_HEAD].split("\n", 64)[:64]
+        skip = comment_lines(head, delimiter)
+        comments = sum(1 for line in head[:skip] if line.strip())  # the skipped lines `_line_rows` counts
     if QUOTE in text:
         try:
             rows = sum(1 for row in reader(text, delimiter, QUOTE, skip) if row)
-            layout = Layout(delimiter, QUOTE, max(0, rows - 1), comments=skip)
+            layout = Layout(delimiter, QUOTE, max(0, rows - 1), comments=skip, comment_count=comments)
         except csv.Error as exc:
             if not _QUOTING_ERROR.search(str(exc)):
                 raise  # a field over csv's size limit, say: no sign of stray quotes
-            layout = Layout(delimiter, "", max(0, _line_rows(data) - comments), comments=skip)
+            layout = Layout(delimiter, "", max(0, _line_rows(data) - comments), comments=skip, comment_count=comments)
     else:
-        layout = Layout(delimiter, QUOTE, max(0, _line_rows(data) - comments), comments=skip)
+        layout = Layout(delimiter, QUOTE, max(0, _line_rows(data) - comments), comments=skip, comment_count=comments)
     return _counted(text, layout)
 
 
@@ -139,7 +144,7 @@ def _counted(text: str, layout: Layout) -> Layout:
     stated = re.match(r"\(?(\d[\d,]*)", last)
     if (int(stated[1].replace(",", "")) if stated else 0) != layout.rows - 1:  # "Empty set": 0
         return layout
-    return Layout(layout.delimiter, layout.quote, layout.rows - 1, layout.framed, footer=True)
+    return dataclasses.replace(layout, rows=layout.rows - 1, footer=True)
 
 
 def reader(text: str, delimiter: str, quote: str, skip: int = 0):
@@ -287,9 +292,8 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
             # the other values are (a max() of a column shown as integers came back 'NULL')
             column["values"], column["type"] = column["type"], "string"
     shape: dict = {"type": "table", "rows": layout.rows, "delimiter": delimiter, "columns": columns}
-    if layout.comments:
-        shape["comment_lines"] = sum(1 for line in text.split("\n", layout.comments)[:layout.comments]
-                                     if line.startswith("#"))
+    if layout.comment_count:
+        shape["comment_lines"] = layout.comment_count
     if layout.framed:
         shape["framed"] = layout.framed
     elif not layout.quote:

@@ -207,7 +207,9 @@ def fill_csv(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, delimite
     names = column_names(first) if header else None
     expected = layout.rows + (0 if header or not first else 1)
     path = _write(folder, "artifact.csv", data)
-    if not layout.framed and (not layout.quote or QUOTE not in text or not _spaced_quote(text)):
+    # DuckDB reads the bytes itself unless it would read other rows: a framed table's, a footer (a row to
+    # it), a quote beside a space
+    if not layout.framed and not layout.footer and (not layout.quote or QUOTE not in text or not _spaced_quote(text)):
         try:
             _read_csv(conn, path, delimiter, layout.quote, header, names, layout.comments)
             columns = conn.execute("SELECT count(*) FROM (DESCRIBE artifact)").fetchone()[0]
