@@ -962,7 +962,8 @@ def test_a_failed_commands_stdout_shows_its_last_lines(sqlite_url, real_count):
         ref = off.process("bash", {"stdout": stdout, "stderr": "", "exit_code": code})
         assert_reference(ref, stdout.encode(), real_count)
         tails[code] = sum(f"[{i:04d}/5000]" in ref.preview for i in range(4_950, 5_000))
-    assert tails[2] >= 2 * tails[0] and tails[2] >= 10, tails
+    # 9 or 10 lines (the estimate prices the random artifact ids in the header), 2 for a run that ended well
+    assert tails[2] >= 2 * tails[0] and tails[2] >= 8, tails
 
 
 @pytest.mark.parametrize("limit", [300, 400])
