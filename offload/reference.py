@@ -120,6 +120,7 @@ class Reference:
     # the short wording, for a budget the full one does not fit (~250 tokens and below): the same facts
     # and calls, fewer words (`ReferenceBuilder.clip`)
     terse: bool = False
+    within_limit: bool = False  # stored by `put` though its tool's limit would pass it through: not "too large"
 
     # -- structured form --------------------------------------------------------------------
 
@@ -134,6 +135,7 @@ class Reference:
         data.pop("tokens_exact")
         data.pop("shape_text")
         data.pop("terse")
+        data.pop("within_limit")
         # the contract's fields are always there (null or [] when they do not apply), so scripts can
         # rely on the keys; the optional extras appear only when they say something
         return {k: v for k, v in data.items() if k in CONTRACT_FIELDS or (v is not None and v != [] and v != {})}
@@ -221,7 +223,8 @@ class Reference:
                      f"could NOT be stored ({self.error}). Only the preview below reaches you; the rest is not "
                      "retrievable. Re-run the tool with narrower arguments if you need more."]
         else:  # `put` stores what fits too: only a result bigger than the preview that could not hold it
-            too_large = self.truncated and self.bytes > len(self.preview.encode("utf-8", "surrogatepass"))
+            too_large = (not self.within_limit and self.truncated
+                         and self.bytes > len(self.preview.encode("utf-8", "surrogatepass")))
             why = " was too large for the context and" if too_large else ""
             lines = [f"[offload] The result of {self._named()}{why} was stored whole as {self.artifact_id} "
                      f"({label}: {size})."]
@@ -258,6 +261,11 @@ class Reference:
             parts.append(f"stderr ({_n(self.stderr_bytes)} bytes{where}){cut}:\n{self.stderr}")
         return "\n".join(parts)
 
+    def _grep(self) -> str:
+        """The example pattern of the next calls: the words of the error lines the preview listed only the
+        first of (content.lines.error_grep), else a placeholder."""
+        return _q(self.extra.get("error_grep") or "regex")
+
     def footer(self) -> str:
         if not self.stored:
             return ""
@@ -279,7 +287,7 @@ class Reference:
         if self.terse:
             unit = "" if self.items is None else ', unit="items"' + (
                 f", path={_q(self.items_path)}" if self.items_path else "")
-            way = "jmespath=…" if self.kind in ("json", "ndjson") else 'grep="regex"'
+            way = "jmespath=…" if self.kind in ("json", "ndjson") else f"grep={self._grep()}"
             also = f'; fetch_slice(artifact_id="{stderr_aid}") reads stderr' if stderr_aid else ""
             lines.append(f'Next: fetch_slice(artifact_id="{aid}"{unit}, offset=0, limit=100); '
                          f'query_artifact(artifact_id="{aid}", {way}){also}.')
@@ -302,7 +310,7 @@ class Reference:
         # SQL reads a JSON document's main array: one without (an object of objects) was offered it, and refused
         tabular = kind in ("ndjson", "csv") or (kind == "json" and self.items is not None)
         ways += ['sql="SELECT … FROM artifact"'] if tabular else []
-        ways.append('grep="regex", context=2')
+        ways.append(f"grep={self._grep()}, context=2")
         calls.append(f'query_artifact(artifact_id="{aid}", {" | ".join(ways)}) extracts')
         if stderr_aid:
             calls.append(f'the same with artifact_id="{stderr_aid}" reads stderr')

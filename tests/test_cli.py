@@ -456,6 +456,12 @@ def test_put_needs_a_tool_name_and_says_too_large_only_of_what_was(url, tmp_path
         assert text.startswith("[offload] The result of `read` was stored whole as art_") and "too large" not in text
     big = offload("--url", url, "put", "-", "--tool", "read", input="many words here\n" * 20_000).stdout
     assert big.startswith("[offload] The result of `read` was too large for the context and was stored whole")
+    # within read's limit of 8,000 tokens, beyond the reference's ~800: its preview is cut, but the tool
+    # call would have passed it through, so it was not too large for the context
+    middling = offload("--url", url, "put", "-", "--tool", "read", input="many words here\n" * 600).stdout
+    assert "Preview — partial" in middling and "too large" not in middling
+    assert "too large for the context" in offload("--url", url, "put", "-", "--tool", "glob",
+                                                  input="many words here\n" * 600).stdout  # glob: 2,000 tokens
 
 
 def test_put_fails_clearly_when_the_store_cannot_take_it(tmp_path):

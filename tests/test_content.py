@@ -241,6 +241,23 @@ def test_only_newlines():
     assert preview.extra["lines"] == 1_000_000 and preview.truncated
 
 
+def test_a_short_whitespace_only_text_is_shown_whole_as_a_literal(sqlite_url):
+    """A 9-byte stderr of blank lines was "[only whitespace …]", cut, so it was stored as an artifact of
+    its own; up to 64 bytes it is shown whole, as a JSON string, and travels in the reference."""
+    from offload import Offloader
+
+    data = b"  \n\n \t \n "
+    preview = build_preview(detect(data), data, 100, o200k)
+    assert preview.text == r'[only whitespace, 4 lines, 9 bytes: "  \n\n \t \n "]' and not preview.truncated
+    wide = b" " * 65
+    assert build_preview(detect(wide), wide, 100, o200k).truncated
+    with Offloader(sqlite_url) as off:
+        out = "\n".join(f"line {i} of output with words" for i in range(5000))
+        ref = off.process("shell", {"stdout": out, "stderr": data.decode(), "exit_code": 0})
+        assert ref.stderr_artifact_id is None and not ref.stderr_truncated
+        assert r'stderr (9 bytes):' in str(ref) and [row["tool"] for row in off.list()[0]] == ["shell"]
+
+
 def test_crlf_lines_are_shown_without_cr_and_counted_exactly():
     lines = [f"row {i}: value={i * 3}" for i in range(10_000)]
     data = "\r\n".join(lines).encode() + b"\r\n"

@@ -350,13 +350,42 @@ def test_every_error_line_the_preview_does_not_show_is_listed_or_the_list_says_f
     data = ("\n".join(lines) + "\n").encode()
     preview = build_preview(detect(data), data, budget, o200k)
     first, last, which = re.search(r"omitted: ([\d,]+)–([\d,]+); lines among them that report errors "
-                                   r"\((all|first) \d+\)", preview.text).groups()
+                                   r"\((all|first) \d+[;)]", preview.text).groups()
     hidden = range(int(first.replace(",", "")), int(last.replace(",", "")) + 1)
     listed = preview.extra["error_lines"]
     errors = [n for n in hidden if "ERROR" in lines[n]]
     assert listed == (errors if which == "all" else errors[:len(listed)]), (listed, errors, which)
     assert at in listed or at not in hidden or which == "first"
     assert o200k(preview.text) <= budget
+
+
+def test_an_error_list_cut_at_its_first_lines_gives_the_grep_that_finds_them_all(sqlite_url):
+    """"first 5" of 2,857 error lines said nothing of how many there were or how to find the rest: the
+    next calls offered grep="regex". They now name the words the listed lines were errors by, and that
+    grep finds every error line (its count exact)."""
+    from offload import Offloader
+
+    lines = []
+    for i in range(20_000):
+        lines.append(f"2026-12-08 10:{i % 60:02d}:00 INFO request {i} ok path=/api/v1/items/{i}")
+        if i % 7 == 3:
+            lines.append(f"2026-12-08 10:{i % 60:02d}:00 ERROR upstream timeout for request {i}")
+        if i % 1000 == 5:
+            lines.append(f"ValueError: bad input {i}")
+    errors = [n for n, line in enumerate(lines) if "ERROR" in line or "ValueError" in line]
+    with Offloader(sqlite_url) as off:
+        ref = off.process("read", "\n".join(lines))
+        assert "report errors (first " in str(ref) and "; grep below for all):" in str(ref)
+        pattern = re.search(r'grep="([^"]+)", context=2\) extracts', str(ref)).group(1)
+        assert pattern == "ERROR|Error"
+        found = off.query_artifact(ref.artifact_id, grep=pattern, limit=1_000)
+        assert found["count"] == len(errors) == 2_877
+        listed = [int(n.replace(",", "")) for n in re.findall(r"^… ([\d,]+): ", str(ref), re.M)]
+        assert listed and set(listed) <= set(errors)
+        # a list that is whole names no words: there is nothing left to find
+        clean = [line for line in lines if "ERROR" not in line and "Error" not in line]
+        whole = str(off.process("read", "\n".join(clean[:3000] + ["ERROR: one"] + clean[3000:6000])))
+        assert "report errors (all 1):" in whole and 'grep="regex", context=2' in whole
 
 
 def test_coloured_error_lines_are_found_and_file_names_are_not_errors():

@@ -6,6 +6,7 @@ an exact account of what it leaves out, plus the shape and the verified JMESPath
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -56,8 +57,12 @@ def build_preview(detected: Detected, data: bytes, budget: int, count: Callable[
     elif data.isspace():
         lines, size = detected.lines, len(data)
         counted = f"{lines:,} line{'' if lines == 1 else 's'}, {size:,} byte{'' if size == 1 else 's'}"
-        preview = Preview(f"[only whitespace: {counted}]", True, f"all of it ({counted}) whitespace, not shown",
-                          extra={"lines": lines})
+        if size <= 64:  # whole, as a literal: a 9-byte stderr of blank lines was stored as an artifact of its own
+            preview = Preview(f"[only whitespace, {counted}: {json.dumps(data.decode('ascii'))}]",
+                              False, "", extra={"lines": lines})
+        else:
+            preview = Preview(f"[only whitespace: {counted}]", True, f"all of it ({counted}) whitespace, not shown",
+                              extra={"lines": lines})
     elif detected.kind == "json" and isinstance(detected.doc, (dict, list)):
         preview = _json(detected, data, budget, count)
     elif detected.kind == "ndjson" and isinstance(detected.doc, list):
