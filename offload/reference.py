@@ -121,6 +121,7 @@ class Reference:
     # and calls, fewer words (`ReferenceBuilder.clip`)
     terse: bool = False
     within_limit: bool = False  # stored by `put` though its tool's limit would pass it through: not "too large"
+    stderr_grep: str | None = None  # the words of the error lines stderr's preview lists the first of
 
     # -- structured form --------------------------------------------------------------------
 
@@ -136,6 +137,7 @@ class Reference:
         data.pop("shape_text")
         data.pop("terse")
         data.pop("within_limit")
+        data.pop("stderr_grep")
         # the contract's fields are always there (null or [] when they do not apply), so scripts can
         # rely on the keys; the optional extras appear only when they say something
         return {k: v for k, v in data.items() if k in CONTRACT_FIELDS or (v is not None and v != [] and v != {})}
@@ -211,6 +213,8 @@ class Reference:
                 size += f", {_n(self.items)} {'entries' if self.entries else 'items'}" + (
                     f" at `{self.items_path}`" if self.items_path else "")
             size += f", {tokens}"
+        if self._stderr_only():
+            size = f"stdout empty; stderr {_of(self.stderr_bytes or 0, 'byte')}, below"
         tool = _shortened(self.tool, _TOOL_SHOWN)
         if self.terse and self.stored:
             lines = [f"[offload] `{tool}` result stored whole as {self.artifact_id} ({label}: {size})."]
@@ -223,8 +227,9 @@ class Reference:
                      f"could NOT be stored ({self.error}). Only the preview below reaches you; the rest is not "
                      "retrievable. Re-run the tool with narrower arguments if you need more."]
         else:  # `put` stores what fits too: only a result bigger than the preview that could not hold it
-            too_large = (not self.within_limit and self.truncated
-                         and self.bytes > len(self.preview.encode("utf-8", "surrogatepass")))
+            too_large = not self.within_limit and (
+                self.stderr_truncated if self._stderr_only()
+                else self.truncated and self.bytes > len(self.preview.encode("utf-8", "surrogatepass")))
             why = " was too large for the context and" if too_large else ""
             lines = [f"[offload] The result of {self._named()}{why} was stored whole as {self.artifact_id} "
                      f"({label}: {size})."]
@@ -236,8 +241,13 @@ class Reference:
         if self.shell_fields:
             lines.append("Its other fields: " + json.dumps(self.shell_fields, ensure_ascii=False, default=str,
                                                            separators=(",", ":")))
-        lines.extend(f"Note: {note}" for note in self.notes)
+        lines.extend(f"Note: {note}" for note in self.notes if not (self._stderr_only() and note == EMPTY_NOTE))
         return "\n".join(lines)
+
+    def _stderr_only(self) -> bool:
+        """A shell result with nothing on stdout and a stderr: its sizes, "empty result" and "[empty: 0
+        bytes]" were stdout's, and read as the whole result's beside a 121 KB compiler error log."""
+        return self.exit_code is not None and not self.bytes and bool(self.stderr_bytes)
 
     def _named(self) -> str:
         return f"`{self.tool}`" if self.tool else "a tool with no name"
@@ -246,7 +256,9 @@ class Reference:
         parts = []
         if self.shape_text:
             parts.append("Shape:\n" + self.shape_text)
-        if self.preview:
+        if self._stderr_only():
+            parts.append(f"{self.stream or 'stdout'}: empty.")
+        elif self.preview:
             what = (f"Preview ({self.stream or 'stdout'})" if self.kind == "shell" or self.exit_code is not None
                     else "Preview")
             parts.append(f"{what}{' — partial' if self.truncated else ' — complete'}:\n{self.preview}")
@@ -264,7 +276,10 @@ class Reference:
     def _grep(self) -> str:
         """The example pattern of the next calls: the words of the error lines the preview listed only the
         first of (content.lines.error_grep), else a placeholder."""
-        return _q(self.extra.get("error_grep") or "regex")
+        patterns = [p for p in (self.extra.get("error_grep"), self.stderr_grep) if p]
+        if len(patterns) == 2 and not any(p.startswith("(?") for p in patterns):  # the next calls read both
+            patterns = ["|".join(dict.fromkeys(patterns[0].split("|") + patterns[1].split("|")))]
+        return _q(patterns[0] if patterns else "regex")
 
     def footer(self) -> str:
         if not self.stored:
@@ -319,6 +334,8 @@ class Reference:
 
 
 # A shell result's stdout of these types is stored as this kind (Offloader: `_QUERIED_AS`), and queried so
+EMPTY_NOTE = "empty result: 0 bytes"  # detection's note on an empty result (`content.detect`)
+
 _STORED_AS = {"application/json": "json", "application/x-ndjson": "ndjson", "text/csv": "csv",
               "text/tab-separated-values": "csv"}
 

@@ -286,6 +286,7 @@ class ReferenceBuilder:
             stderr_ref.artifact_id = ref.stderr_artifact_id  # stored whole with the result, which names it
         ref.stderr, ref.stderr_truncated = stderr_ref.preview, stderr_ref.truncated
         ref.stderr_artifact_id = stderr_ref.artifact_id
+        ref.stderr_grep = stderr_ref.extra.get("error_grep")
         return stderr_ref
 
     def stderr_preview(self, tool: str, stderr: bytes, share: int, cap: int) -> Reference:
@@ -306,7 +307,7 @@ class ReferenceBuilder:
                                                                   stderr.endswith(b"\n")),
             items=None, tokens=self.counter.count(text, "text"), sha256=hashlib.sha256(stderr).hexdigest(),
             preview=preview.text, truncated=preview.truncated, omitted=preview.omitted,
-            tokens_exact=self.counter.exact)
+            tokens_exact=self.counter.exact, extra=dict(preview.extra))
 
     def unstored(self, tool: str, result: Any, exc: Exception, limit: int | None = None) -> Reference | str:
         """Last resort when even building a reference failed: a bounded head+tail, plainly NOT stored,

@@ -388,6 +388,49 @@ def test_an_error_list_cut_at_its_first_lines_gives_the_grep_that_finds_them_all
         assert "report errors (all 1):" in whole and 'grep="regex", context=2' in whole
 
 
+def test_names_and_options_holding_error_words_are_not_error_lines_nor_crowd_out_those_that_are():
+    """A kernel log's `errors=remount-ro` and `rx_errors=0` (15,000 of them) were three of its five error
+    lines, and then, as candidates that are no errors, used up the search before its segfault and I/O
+    errors; `panic=1`, rustdoc's `macro.panic!.html` and rustc's `help: … and panic if …` are none."""
+    from offload.content.lines import _error_lines
+
+    lines = []
+    for i in range(30_000):
+        lines.append(f"[{i:8d}.120435] e1000e: rx_errors=0 tx_errors=0" if i % 2 else
+                     f"[{i:8d}.480287] EXT4-fs (sda1): re-mounted. Opts: errors=remount-ro")
+    lines[3] = "[       3.0] Command line: BOOT_IMAGE=/vmlinuz panic=1 quiet"
+    lines[5] = "/usr/share/doc/rust/html/std/macro.panic!.html"
+    lines[7] = "  = help: you can convert a `usize` to a `u32` and panic if the converted value doesn't fit"
+    lines[25_001] = "[ 5004.302312] python3[9182]: segfault at 0 ip 00007f1c2a4b1e2d error 4 in libc.so.6"
+    lines[29_002] = "[ 6571.622413] Buffer I/O error on dev sda1, logical block 15432, async page read"
+    data = ("\n".join(lines) + "\n").encode()
+    found, complete = _error_lines(data, (0, len(data)), (0, len(lines) - 1), 5)
+    assert [number for number, _ in found] == [25_001, 29_002] and complete
+    preview = build_preview(detect(data), data, 800, o200k)
+    assert preview.extra["error_lines"] == [25_001, 29_002] and "(all 2)" in preview.text
+
+
+@pytest.mark.parametrize("word", ["error", "errors", "Error", "ERROR", "failed", "failure", "fails", "fatal",
+                                  "panic", "panicked", "exception", "Exceptions", "traceback"])
+def test_the_test_by_a_keywords_neighbours_never_rejects_what_the_search_takes(word):
+    """`_stands_alone` skips a keyword by the bytes beside it before its line is decoded and searched;
+    it must take every one the search (`_ERROR_LINE`) would."""
+    from offload.content.lines import _ERROR_LINE, _stands_alone
+
+    befores = ["", " ", "x", "X", "e", "_", "/", ".", "-", "=", ":", "[", "(", "'", "1", "é", "Value", "IO", "\t"]
+    afters = ["", " ", ":", "=", ".", ".x", "!.html", "!", "s", "ing", "_", "-", "/", "1", ",", ")", "é", "\r"]
+    for before in befores:
+        for after in afters:
+            line = f"{before}{word}{after} tail"
+            data = line.encode()
+            lowered = data.lower()
+            hit = lowered.find(word.lower().encode(), len(before.encode()))
+            key = next(w for w in (b"error", b"exception", b"traceback", b"fatal", b"panic", b"fail")
+                       if lowered.startswith(w, hit))
+            if _ERROR_LINE.search(line):
+                assert _stands_alone(data, 0, lowered, hit, len(key)), line
+
+
 def test_coloured_error_lines_are_found_and_file_names_are_not_errors():
     """`\x1b[31mERROR` held no word for `\\b` to find (the `m` of the colour code), so a coloured error in
     the middle of a build log went unlisted; `libgpg-error.so` in `ls -la` output was listed as one."""

@@ -952,6 +952,34 @@ def test_shell_huge_stderr_is_stored_as_a_second_artifact(sqlite_url, real_count
     assert f'fetch_slice(artifact_id="{silent.artifact_id}"' not in text
 
 
+def test_a_shell_result_with_only_stderr_is_described_by_its_stderr(sqlite_url, real_count):
+    """A compiler's 120 KB of stderr and nothing on stdout read "stored whole as art_… (shell output: 0
+    bytes, 0 lines…)", "Note: empty result: 0 bytes" and "Preview (stdout) — complete: [empty: 0 bytes]",
+    the id the empty stdout's; and its error list said "grep below for all" above a grep="regex"."""
+    off = Offloader(sqlite_url)
+    stderr = []
+    for i in range(2_500):
+        stderr += [f"warning: unused variable `x{i}`", f" --> src/m{i}.rs:1:5", "  |"]
+        if i % 100 == 7:
+            stderr.append(f"error[E0308]: mismatched types in m{i}")
+    stderr.append("error: could not compile `app` (bin \"app\") due to 25 previous errors")
+    stderr = "\n".join(stderr) + "\n"
+    ref = off.process("bash", {"stdout": "", "stderr": stderr, "exit_code": 101})
+    text = assert_reference(ref, b"", real_count)
+    assert text.startswith(f"[offload] The result of `bash` was too large for the context and was stored whole as "
+                           f"{ref.artifact_id} (shell output: stdout empty; stderr {len(stderr):,} bytes, below).")
+    assert "stdout: empty." in text and "[empty: 0 bytes]" not in text and "empty result" not in text
+    assert "(first 5; grep below for all)" in text
+    pattern = re.search(r'grep="([^"]+)", context=2', text).group(1)
+    assert pattern == "error"
+    found = off.query_artifact(ref.stderr_artifact_id, grep=pattern)
+    assert found["count"] == sum("error" in line for line in stderr.split("\n")) == 26
+    # stdout's and stderr's error words together: the next calls grep both with one pattern
+    both = off.process("bash", {"stdout": "\n".join(f"step {i} FAILED" if i % 50 == 1 else f"step {i} ok"
+                                                     for i in range(3_000)), "stderr": stderr, "exit_code": 1})
+    assert 'grep="FAILED|error", context=2' in both.render()
+
+
 def test_a_failed_commands_stdout_shows_its_last_lines(sqlite_url, real_count):
     """Where a command that failed stopped is in its last lines, whatever they say: they get the tail's
     larger share, as an error word at the end would give them."""

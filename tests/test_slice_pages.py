@@ -174,6 +174,24 @@ def test_a_negative_offset_whose_lines_do_not_all_fit_ends_at_the_end(off, real_
     assert off.fetch_slice(ref.artifact_id, offset=-3)["content"].split("\n") == lines[-3:]
 
 
+def test_a_negative_offset_without_a_limit_reads_to_the_end(off, real_count):
+    """offset=-500 with no limit read the default 200 lines from the 500th last: a cargo log's final
+    "error: could not compile" was not on the page, and nothing said so; offset=-10**9 read lines 0–199."""
+    text = "".join(f"   Compiling crate{i} v0.1.0 (/src/crate{i})\n" for i in range(4_971))
+    text += "error: could not compile `app` (bin \"app\") due to 3 previous errors\n"
+    ref = off.put(text, tool="bash")
+    lines = text.split("\n")[:-1]
+    for offset in (-500, -300, -10**9):
+        page = off.fetch_slice(ref.artifact_id, offset=offset)
+        within_budget(off, [page], real_count)
+        assert page["next"] is None and page["content"].split("\n") == lines[page["offset"]:]
+        asked = max(0, len(lines) + offset)
+        if page["offset"] > asked:  # what does not fit is named, with the call that reads it
+            call = f'fetch_slice(artifact_id="{ref.artifact_id}", offset={asked}, limit={page["offset"] - asked})'
+            assert call in page["note"]
+    assert off.fetch_slice(ref.artifact_id, offset=-500, limit=10)["offset"] == len(lines) - 500  # as asked
+
+
 def test_a_line_longer_than_a_chunk_is_counted_exactly_and_paging_returns_to_lines(off, real_count):
     long_line = "".join(f"{i:06d}é" for i in range(170_000))  # 1.36 MB: its end lies in the second chunk
     text = "short\n" + long_line + "\nnext line\nthird\n"

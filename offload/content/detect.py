@@ -20,6 +20,7 @@ from offload.content.binary import CONTROL_BYTES, sniff_binary
 from offload.content.lines import nul_separated
 from offload.content.table import comment_lines, irregular_frame, is_rule
 from offload.jsontext import may_hold_big_integers
+from offload.reference import EMPTY_NOTE
 from offload.utf8 import invalid_bytes
 
 __all__ = ["Detected", "InvalidJSON", "detect", "gc_paused", "parse_json", "pause_gc", "resume_gc", "GREP_TOOLS",
@@ -228,7 +229,7 @@ def detect(data: bytes, tool: str | None = None, *, bad_bytes: int | None = None
     chunking) passes them so that they are not counted again.
     """
     if not data:
-        return Detected("text", "text/plain", "", notes=["empty result: 0 bytes"], lines=0)
+        return Detected("text", "text/plain", "", notes=[EMPTY_NOTE], lines=0)
     binary = sniff_binary(data)
     if binary is not None:
         return Detected("binary", binary.content_type, None, notes=[f"binary data: {binary.description}"],

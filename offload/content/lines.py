@@ -31,8 +31,10 @@ _SCAN_CHUNK = 8 << 20
 _MAX_ERROR_CANDIDATES = 5000
 # The tail is worth a large share when its last lines say how things ended.
 # A word of its own, not part of a name: `libgpg-error.so` in `ls` output, `-Werror` and `on-failure`,
-# a file's (`LogException.php`) or a path's (`…/std/io/error`, which `find` lists by the thousand)
-_WORD_START, _WORD_END = r"(?<![\w/-])", r"(?![\w/-]|\.\w)"
+# a file's (`LogException.php`, rustdoc's `macro.panic!.html`) or a path's (`…/std/io/error`, which `find`
+# lists by the thousand), nor an option's name (a kernel's `panic=1`, a mount's `errors=remount-ro`: three
+# of those were a kernel log's five error lines, beside its oops and OOM kill)
+_WORD_START, _WORD_END = r"(?<![\w/.-])", r"(?![\w/=-]|!?\.\w)"
 _ENDINGS = (_WORD_START + r"(?:errors?|exceptions?|traceback|fail(?:ed|ures?|s)?|fatal|panic(?:ked)?|abort(?:ed)?"
             r"|segmentation fault|core dumped|killed|timed out|exit(?:ed)?(?: with)? (?:code|status)|exit code"
             r"|returned non-zero)" + _WORD_END)
@@ -64,6 +66,8 @@ _ANSI = re.compile(r"\x1b(?:\[[0-9;:?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b
 _NOT_AN_ERROR = re.compile(
     r"(?i)\b(?:0|no|zero|without)\s+(?:errors?|failures?|failed|exceptions?)\b"
     r"|\b(?:errors?|failures?|failed)\s*[:=]\s*0\b"
+    # a compiler's advice under its error (rustc's `help: … and panic if the value doesn't fit`)
+    r"|^\s*(?:= )?(?:help|note|hint):.*"
 )
 
 
@@ -411,11 +415,15 @@ def _error_lines(data: bytes, span: tuple[int, int], gap: tuple[int, int],
             chunk_end = end if newline == -1 else newline + 1
         lowered = data[position:chunk_end].lower()  # ASCII letters only, as the keywords are
         next_hit = {word: lowered.find(word) for word in _ERROR_WORDS}
+        coloured = b"\x1b" in lowered  # a colour code's `m` stands before a word: no test by its neighbours
         while True:
-            live = [hit for hit in next_hit.values() if hit != -1]
+            live = [(hit, word) for word, hit in next_hit.items() if hit != -1]
             if not live:
                 break
-            hit = min(live)
+            hit, word = min(live)
+            if not coloured and not _stands_alone(data, position, lowered, hit, len(word)):
+                next_hit[word] = lowered.find(word, hit + 1)  # part of a name: not a candidate
+                continue
             line_start = lowered.rfind(b"\n", 0, hit) + 1
             line_end = lowered.find(b"\n", hit)
             line_end = len(lowered) if line_end == -1 else line_end
@@ -434,6 +442,32 @@ def _error_lines(data: bytes, span: tuple[int, int], gap: tuple[int, int],
                     next_hit[word] = lowered.find(word, line_end + 1)
         position = chunk_end
     return found, True
+
+
+_BEFORE_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_/.-")  # of lowered bytes, as _WORD_START
+_AFTER_WORD = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_/=-")  # as _WORD_END
+_WORDISH = frozenset(b"abcdefghijklmnopqrstuvwxyz0123456789_")
+
+
+def _stands_alone(data: bytes, base: int, lowered: bytes, hit: int, size: int) -> bool:
+    """Whether the keyword at `hit` of `lowered` (data[base:…] lowercased) may be a word of its own, by
+    the bytes beside it, as _WORD_START and _WORD_END judge them: a cheap test before a line is decoded
+    and searched, which never rejects what they would take. A kernel log's 15,000 `errors=remount-ro`
+    and `rx_errors=0` were candidates each, and the search stopped at its candidate limit before the
+    segfault and the I/O errors further on."""
+    if hit and lowered[hit - 1] in _BEFORE_WORD:
+        # a class name's camel case (ValueError, IOException is not one): a lowercase letter, a capital
+        if not (97 <= data[base + hit - 1] <= 122 and 65 <= data[base + hit] <= 90):
+            return False
+    end, length = hit + size, len(lowered)
+    while end < length and 97 <= lowered[end] <= 122:  # the word's ending: errors, failed, panicked
+        end += 1
+    if end >= length:
+        return True
+    if lowered[end] in _AFTER_WORD:
+        return False
+    dot = end + (lowered[end] == 33)  # `!.`: rustdoc's macro.panic!.html
+    return not (dot + 1 < length and lowered[dot] == 46 and lowered[dot + 1] in _WORDISH)
 
 
 def _with_edges(data: bytes, span: tuple[int, int], scanned: tuple[tuple[int, int], tuple[int, int]],

@@ -29,7 +29,8 @@ or "items" (whole elements of a JSON array — the document's main array by defa
 JMESPath `path`; NDJSON rows, and the entries of NUL-separated output such as find -print0 as JSON strings,
 are items). Bytes of binary data come back base64; bytes of text come back as
 text, except bytes that are not valid UTF-8: those come back on their own, base64, and the page says so.
-A negative offset counts from the end: offset=-40 reads the last 40 lines, where logs keep their errors.
+A negative offset counts from the end: offset=-40 reads the last 40 lines, where logs keep their errors
+(the page ends at the end: if they do not all fit, the last that do, and a note gives the call for the rest).
 The page always fits a token budget: if `limit` units would not fit, fewer come back. Every response says
 `returned`, `total` and `next` — the exact arguments of the following call (null at the end). A single line
 or item longer than the budget comes back cut; `next` reads its rest (in chars or bytes, with a `path` that
