@@ -155,6 +155,7 @@ def put(file: str = typer.Argument(..., help="File to store, or - for standard i
     if len(data) >= _BIG_INPUT and sys.stderr.isatty():
         typer.echo(f"storing {len(data):,} bytes…", err=True)
     ref = state.off.put(data, tool=tool, session=session, args={"file": file})
+    ref.within_limit = state.off.fits(tool, data)  # put stores what the tool call would pass through too
     _print_json(ref.to_dict()) if as_json else typer.echo(ref.render())
 
 

@@ -134,11 +134,11 @@ class Offloader:
 
     def put(self, data: Any, *, tool: str, args: dict | None = None, session: str | None = None) -> Reference:
         """Store `data` whatever its size (the CLI's `put`) and return the reference the model would get."""
-        payload = to_payload(data)
-        ref = self._offload(tool, payload, args=args, session=session, fail_open=False)
-        # "too large for the context" is not said of a result its tool's limit would have passed through
-        ref.within_limit = self.passing.fits(tool, payload)
-        return ref
+        return self._offload(tool, to_payload(data), args=args, session=session, fail_open=False)
+
+    def fits(self, tool: str, result: Any) -> bool:
+        """Whether `process(tool, result)` would return `result` as it is: it fits `tool`'s limit."""
+        return self.passing.fits(tool, to_payload(result))
 
     def _limit_or_none(self, tool: str) -> int | None:
         try:

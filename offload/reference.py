@@ -120,7 +120,7 @@ class Reference:
     # the short wording, for a budget the full one does not fit (~250 tokens and below): the same facts
     # and calls, fewer words (`ReferenceBuilder.clip`)
     terse: bool = False
-    within_limit: bool = False  # stored by `put` though its tool's limit would pass it through: not "too large"
+    within_limit: bool = False  # stored though its tool's limit passes it through (`offload put`): not "too large"
     stderr_grep: str | None = None  # the words of the error lines stderr's preview lists the first of
 
     # -- structured form --------------------------------------------------------------------

@@ -102,7 +102,7 @@ class ReferenceBuilder:
         # result's own numbers, so the first preview usually fits (a second costs a whole rebuild: ~4 ms
         # of a 1 MB log's 14, when a fixed margin left the first 2-4 tokens over in 17 puts of 20).
         preview_budget = max(self._room(ref, target), MIN_PREVIEW)
-        keep_shape, max_hints = True, None
+        shape_form, max_hints = "full", None  # then "compact" (`render_shape`), then "" when it gives way
         too_big = math.inf  # the smallest preview budget that went over, with the hints and shape kept now
         # an attempt that fitted, while a bigger preview is tried (twice per layout at most): snapshot,
         # entries shown, tokens over (<= 0), budget
@@ -114,7 +114,8 @@ class ReferenceBuilder:
                                     max_lines=self.grep_max_lines)
             ref.preview, ref.truncated, ref.omitted = preview.text, preview.truncated, preview.omitted
             ref.shape, ref.extra = preview.shape, dict(preview.extra)
-            ref.shape_text = render_shape(preview.shape) if preview.shape and keep_shape else ""
+            ref.shape_text = (render_shape(preview.shape, compact=shape_form == "compact")
+                              if preview.shape and shape_form else "")
             ref.items = preview.extra.get("items")
             ref.items_path = preview.extra.get("items_path")
             results = ref.extra.pop("hint_results", {})
@@ -148,8 +149,7 @@ class ReferenceBuilder:
                         freed = self.counter.count(_hint_lines(ref.hints[kept:]))
                         max_hints = kept
                     else:
-                        freed = self.counter.count("Shape:\n" + ref.shape_text)
-                        keep_shape = False
+                        freed, shape_form = self._shape_gives_way(ref, shape_form)
                     preview_budget = max(preview_budget + freed - over - 5, MIN_PREVIEW)
                     too_big, grows = math.inf, 0
                     continue
@@ -172,9 +172,9 @@ class ReferenceBuilder:
             if wanted < MIN_PREVIEW and preview_budget <= MIN_PREVIEW:
                 # the preview is as small as is useful: the shape, then the hints make room, and the room
                 # they leave goes to the preview (its first items say more than a long shape)
-                if keep_shape and ref.shape_text:
-                    keep_shape = False
-                    wanted += self.counter.count("Shape:\n" + ref.shape_text)
+                if shape_form and ref.shape_text:
+                    freed, shape_form = self._shape_gives_way(ref, shape_form)
+                    wanted += freed
                 elif len(ref.hints) > 1:
                     max_hints = len(ref.hints) - 1
                     wanted += self.counter.count(_hint_lines(ref.hints[-1:]))
@@ -190,6 +190,16 @@ class ReferenceBuilder:
         self.clip(ref, target)
         if ref.terse and not ref.preview:
             self._refill(ref, detected, data, target)
+
+    def _shape_gives_way(self, ref: Reference, form: str) -> tuple[int, str]:
+        """(tokens freed, the next form) when the shape gives way: the full one to its compact form, when
+        that is shorter, then the compact one to none."""
+        full = self.counter.count("Shape:\n" + ref.shape_text)
+        if form == "full" and ref.shape:
+            compact = render_shape(ref.shape, compact=True)
+            if compact != ref.shape_text:
+                return full - self.counter.count("Shape:\n" + compact), "compact"
+        return full, ""
 
     def _refill(self, ref: Reference, detected: Detected, data: bytes, target: int) -> None:
         """A preview in the room the short wording left, if it is worth one (and fits)."""

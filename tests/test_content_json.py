@@ -353,3 +353,35 @@ def _nest_list(depth: int) -> object:
     for _ in range(depth):
         value = [value]
     return value
+
+
+def test_a_wide_array_of_objects_keeps_a_compact_shape_naming_every_key(sqlite_url, real_count):
+    """An issue list's shape (14 keys, nested users, labels, milestones: ~330 tokens) gave way whole at the
+    default budget, and with the preview showing 5 keys of each item no reference named `labels` or
+    `milestone`. Its compact form names every key, with the values of the few-valued ones."""
+    import random
+
+    from offload import Offloader
+
+    rng = random.Random(3)
+    labels = [{"id": 1000 + i, "name": name, "color": "d73a4a"} for i, name in enumerate(["bug", "docs", "question"])]
+    users = [{"login": f"user{i}", "id": 5000 + i, "type": "User", "site_admin": i == 0,
+              "avatar_url": f"https://avatars.example/u/{5000 + i}"} for i in range(300)]
+    issues = [{"id": 900_000 + n, "number": n, "title": f"Issue {n}: " + rng.choice(["crash on start", "slow query"]),
+               "state": rng.choice(["open", "closed"]), "locked": False, "user": rng.choice(users),
+               "labels": rng.sample(labels, rng.choice([0, 1, 2])), "assignees": rng.sample(users, rng.choice([0, 1])),
+               "milestone": None if n % 3 else {"id": 77, "title": "v2.0", "state": "open"},
+               "comments": rng.randint(0, 40), "created_at": f"2023-{1 + n % 12:02d}-{1 + n % 28:02d}T10:00:00Z",
+               "closed_at": None, "body": "Steps to reproduce:\n1. run it\n2. see error\n" * rng.randint(1, 3),
+               "reactions": {"+1": rng.randint(0, 9), "-1": 0, "heart": rng.randint(0, 3)}}
+              for n in range(1, 1001)]
+    with Offloader(sqlite_url) as off:
+        ref = off.process("http_get", json.dumps(issues, indent=2))
+        text = ref.render()
+        assert real_count(text) <= 800
+        shape = text.split("Shape:\n", 1)[1].split("\nPreview", 1)[0]
+        assert all(f"{key}: " in shape for key in issues[0]), shape
+        assert 'state: "' in shape and "labels: array[0–2]" in shape and "user: {…5 keys}" in shape
+        assert '"id": 900001' in ref.preview  # and an item beside it
+    full = render_shape(describe_json(issues))
+    assert len(render_shape(describe_json(issues), compact=True)) < len(full) / 2

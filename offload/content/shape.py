@@ -379,32 +379,37 @@ def _finite_numbers(column: list) -> list:
     return [value for value in column if type(value) is int or (type(value) is float and math.isfinite(value))]
 
 
-def render_shape(shape: dict | None, width: int = 200, max_lines: int = 40) -> str:
+def render_shape(shape: dict | None, width: int = 200, max_lines: int = 40, *, compact: bool = False) -> str:
     """A few lines for the model, one per field of the main objects, e.g.
 
         data.items: array[357,728] of objects (sampled 2,000):
           id: integer 0–357,727
           status: "ok"(343,426)|"error"(14,302)
+
+    `compact`: the fields of an array's objects side by side, each its type and low-cardinality values
+    alone (`user: {…5 keys}`, no ranges), for a reference whose full shape does not fit beside an item: a
+    GitHub-like issue list's 15 lines (~330 tokens) gave way whole, and no reference named its `labels`.
     """
     if not shape:
         return ""
     if shape.get("type") == "table":
         return _render_table(shape, width)
     lines: list[str] = []
-    _render_node(shape, "", "", lines, width)
+    _render_node(shape, "", "", lines, width, compact=compact)
     if len(lines) > max_lines:
         lines = lines[: max_lines - 1] + [f"… {len(lines) - max_lines + 1:,} more lines"]
     return "\n".join(lines)
 
 
-def _render_node(shape: dict, path: str, indent: str, lines: list[str], width: int, depth: int = 0) -> None:
+def _render_node(shape: dict, path: str, indent: str, lines: list[str], width: int, depth: int = 0,
+                 compact: bool = False) -> None:
     """Objects reached through objects are flattened into dotted paths; arrays of objects list their keys."""
     kind = shape.get("type", "")
     label = f"{indent}{path}: " if path else indent
     if kind == "object" and shape.get("keys") and depth < 3:
         for key, child in shape["keys"].items():
             name = jmespath_identifier(key) + ("?" if child.get("optional") else "")
-            _render_node(child, f"{path}.{name}" if path else name, indent, lines, width, depth + 1)
+            _render_node(child, f"{path}.{name}" if path else name, indent, lines, width, depth + 1, compact)
         if shape.get("more_keys"):
             lines.append(f"{label}… +{shape['more_keys']:,} more keys")
         return
@@ -415,13 +420,41 @@ def _render_node(shape: dict, path: str, indent: str, lines: list[str], width: i
             facts.append(f"sampled {shape['sampled']:,}")
         size = f"{shape['length']:,}" if "length" in shape else f"{shape.get('min_length', 0):,}–{shape.get('max_length', 0):,}"
         lines.append(f"{label}array[{size}] of objects ({', '.join(facts)}):")
+        if compact:
+            parts = [f"{jmespath_identifier(key)}{'?' if child.get('optional') else ''}: {_brief(child)}"
+                     for key, child in items["keys"].items()]
+            parts += [f"… +{items['more_keys']:,} more keys"] if items.get("more_keys") else []
+            line = indent + " "
+            for part in parts:
+                if len(line) + len(part) + 2 > width and line.strip():
+                    lines.append(line.rstrip(","))
+                    line = indent + " "
+                line += f" {part},"
+            lines.append(line.rstrip(","))
+            return
         for key, child in items["keys"].items():
             name = jmespath_identifier(key) + ("?" if child.get("optional") else "")
             lines.append(_fit_line(f"{indent}  {name}: ", child, width))
         if items.get("more_keys"):
             lines.append(f"{indent}  … +{items['more_keys']:,} more keys")
         return
-    lines.append(_fit_line(label, shape, width))
+    lines.append(_fit_line(label, shape, width) if not compact else f"{label}{_brief(shape)}")
+
+
+def _brief(shape: dict) -> str:
+    """A field in the compact shape: its kind, with its values when they are few, nested objects and
+    arrays by their size alone."""
+    if "values" in shape and len(shape["values"]) <= 5:
+        return _inline(shape, 0)
+    kinds = shape.get("type", "?").split("|")
+    if "keys" in shape or "more_keys" in shape:
+        kinds[kinds.index("object") if "object" in kinds else 0] = (
+            f"{{…{len(shape.get('keys', {})) + shape.get('more_keys', 0):,} keys}}")
+    if "length" in shape or "min_length" in shape:
+        size = shape["length"] if "length" in shape else f"{shape['min_length']:,}–{shape['max_length']:,}"
+        kinds[kinds.index("array") if "array" in kinds else 0] = f"array[{size:,}]" if isinstance(size, int) \
+            else f"array[{size}]"
+    return "|".join(kinds)
 
 
 def _fit_line(prefix: str, shape: dict, width: int) -> str:
