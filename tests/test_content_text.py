@@ -431,6 +431,22 @@ def test_the_test_by_a_keywords_neighbours_never_rejects_what_the_search_takes(w
                 assert _stands_alone(data, 0, lowered, hit, len(key)), line
 
 
+@pytest.mark.parametrize("budget", [60, 80, 100, 150, 250, 400])
+def test_a_line_is_cut_to_a_useful_part_or_not_shown(budget):
+    """A derived grep's last line came back as `6812: big.c…[+66 chars]…type]`, 11 of its 77 characters,
+    which say nothing of it; a cut line keeps at least 32 characters, or a third of it."""
+    lines = [f"{i}: big.c:{i}:9: warning: suggest parentheses around assignment used as truth value [-Wparens]"
+             for i in range(0, 8_000, 5)]
+    data = ("\n".join(lines) + "\n").encode()
+    preview = build_preview(detect(data), data, budget, o200k)
+    assert o200k(preview.text) <= budget
+    for shown in preview.text.split("\n"):
+        cut = re.fullmatch(r"(.*)…\[\+([\d,]+) chars\](?:…(.*))?", shown)
+        if cut:
+            kept = len(cut.group(1)) + len(cut.group(3) or "")
+            assert kept >= 32 or 3 * kept >= kept + _number(cut.group(2)), shown
+
+
 def test_coloured_error_lines_are_found_and_file_names_are_not_errors():
     """`\x1b[31mERROR` held no word for `\\b` to find (the `m` of the colour code), so a coloured error in
     the middle of a build log went unlisted; `libgpg-error.so` in `ls -la` output was listed as one."""

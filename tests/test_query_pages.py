@@ -400,3 +400,30 @@ def test_a_jmespath_result_repeating_the_document_is_refused_and_nothing_is_stor
         stored = off.query_artifact(source, jmespath="[@, @]")  # 2 copies, 230 KB: stored whole
         assert stored["count"] == 2 and stored["bytes"] == 2 * len(orjson.dumps(off.queries.document(
             off.store.get(source, off.namespace)))) + 3
+
+
+def test_a_string_too_big_to_return_is_stored_as_its_text(sqlite_url):
+    """A web page fetched as {status, headers, body} is one line of JSON: grep said "1 result" of 387,
+    and jmespath="body" stored the page as one JSON string, one line of `\\n` escapes, that no line
+    paging or grep could read. The string is stored as its text, and a grep of the one-line document
+    says what a match of it is."""
+    from offload import Offloader
+
+    rows = [f'<div class="card" data-sku="SKU-{i}"><span class="stock">{"Out of stock" if i % 3 else "In stock"}'
+            f'</span><a href="/p/{i}">Widget model {i}</a></div>' for i in range(3_000)]
+    html = "<!DOCTYPE html>\n<html><body>\n" + "\n".join(rows) + "\n</body></html>\n"
+    with Offloader(sqlite_url) as off:
+        ref = off.process("http_get", {"status": 200, "headers": {"content-type": "text/html"}, "body": html})
+        assert ref.lines == 1
+        whole = off.query_artifact(ref.artifact_id, grep="Out of stock", limit=1)
+        assert whole["count"] == 1 and "one line of JSON" in whole["note"]
+        body = off.query_artifact(ref.artifact_id, jmespath="body")
+        derived = body["artifact_id"]
+        assert b"".join(off.iter_raw(derived)) == html.encode() and "stored as its text" in body["text"]
+        found = off.query_artifact(derived, grep="Out of stock", limit=3)
+        assert found["count"] == sum("Out of stock" in row for row in rows) == 2_000
+        page = off.fetch_slice(derived, offset=2, limit=2)
+        assert page["content"].split("\n") == rows[:2]
+        # a string that UTF-8 cannot hold stays JSON
+        odd = off.process("http_get", {"body": "\ud800" + "x" * 100_000})
+        assert b"".join(off.iter_raw(off.query_artifact(odd.artifact_id, jmespath="body")["artifact_id"])).startswith(b'"\\ud800')

@@ -202,7 +202,9 @@ class Lines:
                 low = middle
             else:
                 high = middle - 1
-        return render(low) if low >= 8 else None
+        # a few characters of a line say nothing of it (a derived grep's `6812: big.c…[+66 chars]…type]`):
+        # at least 32 of them, or a third of the line
+        return render(low) if low >= 8 and (low >= 32 or 3 * low >= len(full)) else None
 
 
 Cutter = Callable[[_Line, int], "_Line | None"]

@@ -36,6 +36,22 @@ ENTRIES_NOTE = ("the lines are the NUL-separated entries, numbered as fetch_slic
                 "a newline inside one is shown as \u2424")
 
 
+def _derived_value(expression: str, result: Any, count: int) -> Outcome:
+    """A JMESPath result too big to return, to store: a string as its text, so that its lines page and
+    grep (a web page's `body`, stored as one JSON string, was one line of `\n` escapes); anything else,
+    and a string that UTF-8 cannot hold (a lone surrogate), as JSON."""
+    if isinstance(result, str):
+        try:
+            text = result.encode("utf-8")
+        except UnicodeEncodeError:
+            pass
+        else:
+            return Outcome("jmespath", expression, derived=text, derived_kind="text", count=count,
+                           note="The result is a string: stored as its text, not as a JSON string, so its lines "
+                                "page and grep.")
+    return Outcome("jmespath", expression, derived=dumps(result), count=count)
+
+
 @dataclass
 class Outcome:
     op: str  # jmespath | grep | sql
@@ -283,7 +299,7 @@ class QueryRunner:
             count = 0 if result is None else 1
             response = self._response(row, "jmespath", expression, result, count, None, {})
             if not self._fits(response):
-                return Outcome("jmespath", expression, derived=dumps(result), count=count)
+                return _derived_value(expression, result, count)
             outcome = self._inline(response)
         if outcome.inline is not None:
             # the result shares objects with the cached document: hand out a copy of the page only, so that
@@ -314,6 +330,10 @@ class QueryRunner:
                           timeout=self.timeout)
         args = {"limit": limit, "context": context}
         note = ENTRIES_NOTE if entries else self._unspaced_note(row, pattern) if not page.total else None
+        if page.total and row["kind"] in ("json", "ndjson") and row["lines"] <= 1:
+            # a count of matching lines, of one line: a web page in a JSON string matched "1 result", not 387
+            note = ("The document is one line of JSON, so a match is all of it: take a part with jmespath "
+                    "(a string comes back as its text, and its lines grep and page)")
 
         def respond(n: int, lines: list[str] | None = None, cut: str | None = None) -> dict:
             end = page.offset + n
