@@ -427,3 +427,23 @@ def test_a_string_too_big_to_return_is_stored_as_its_text(sqlite_url):
         # a string that UTF-8 cannot hold stays JSON
         odd = off.process("http_get", {"body": "\ud800" + "x" * 100_000})
         assert b"".join(off.iter_raw(off.query_artifact(odd.artifact_id, jmespath="body")["artifact_id"])).startswith(b'"\\ud800')
+
+
+def test_an_empty_filter_on_a_double_quoted_name_says_what_the_string_finds(sqlite_url):
+    """`[?state=="open"]` compares state with a field named open: JMESPath's strings take single quotes.
+    It returned [] and said nothing; the note gives the expression with strings, run, and its count."""
+    from offload import Offloader
+    from offload.tools.schemas import dispatch
+
+    doc = [{"id": i, "state": ["open", "closed", "closed"][i % 3]} for i in range(3_000)]
+    with Offloader(sqlite_url) as off:
+        ref = off.process("http_get", json.dumps(doc))
+        empty = off.query_artifact(ref.artifact_id, jmespath='[?state=="open"]', limit=5)
+        assert empty["result"] == [] and "[?state=='open'] returns 1,000 results" in empty["note"]
+        counted = off.query_artifact(ref.artifact_id, jmespath='length([?state=="open"])')
+        assert counted["result"] == 0 and "length([?state=='open']) returns 1000" in counted["note"]
+        text = dispatch(off, "query_artifact", {"artifact_id": ref.artifact_id, "jmespath": '[?state=="open"]'}).text
+        assert "double-quoted" in text
+        # nothing to say when the strings find nothing either, or when the result is not empty
+        assert "note" not in off.query_artifact(ref.artifact_id, jmespath='[?state=="merged"]')
+        assert "note" not in off.query_artifact(ref.artifact_id, jmespath="[?state=='open'] | [0]")
