@@ -7,6 +7,7 @@ memory-bounded LRU cache for parsed documents and SQL tables.
 from __future__ import annotations
 
 import functools
+import json
 import re
 import threading
 from collections import OrderedDict
@@ -27,6 +28,7 @@ __all__ = [
     "detached",
     "grep_lines",
     "jmespath_example",
+    "quoted_field_note",
     "run_jmespath",
 ]
 
@@ -350,3 +352,34 @@ def __getattr__(name: str) -> Any:
 
         return getattr(sql, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+# A double-quoted string compared in a filter: in JMESPath "open" is the field named open, not a string
+_QUOTED_COMPARED = re.compile(r'(?:==|!=|<=|>=|<|>)\s*"((?:[^"\\]|\\.)*)"|"((?:[^"\\]|\\.)*)"\s*(?:==|!=|<=|>=|<|>)')
+
+
+def quoted_field_note(doc: Any, expression: str) -> str | None:
+    """For an empty result: the same expression with the double-quoted strings it compares written as
+    JMESPath strings, with what that returns, when that is not empty. `[?state=="open"]` compares `state`
+    with a field named `open` (none), and said nothing of why it found nothing."""
+    if '"' not in expression:
+        return None
+
+    def literal(match: re.Match) -> str:
+        quoted = match.group(0)
+        text = match.group(1) if match.group(1) is not None else match.group(2)
+        return quoted.replace(f'"{text}"', "'" + text.replace("'", "\\'") + "'")
+
+    fixed = _QUOTED_COMPARED.sub(literal, expression)
+    if fixed == expression:
+        return None
+    try:
+        found = run_jmespath(doc, fixed)
+    except QueryError:  # ResultTooLarge among them
+        return None
+    if found is None or found == [] or found == 0:
+        return None
+    shown = json.dumps(found, ensure_ascii=False)
+    size = f"{len(found):,} results" if isinstance(found, list) else shown if len(shown) <= 60 else "a result"
+    return (f'In JMESPath a double-quoted "name" is a field, not a string; with strings in single quotes, '
+            f"{fixed} returns {size}")

@@ -10,7 +10,6 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
-import re
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
@@ -23,7 +22,7 @@ from ..errors import InvalidArgument, QueryError, QueryTimeout, ResultTooLarge
 from ..jsontext import dumps, standard_text
 from ..store import Store
 from ..tokens import surely_over
-from .engines import BoundedCache, detached, grep_lines, jmespath_example, run_jmespath
+from .engines import BoundedCache, detached, grep_lines, jmespath_example, quoted_field_note, run_jmespath
 from .grep import match_span, unspaced
 from .schemas import encode_item, render_query
 from .pages import absolute, nul_entries, validate
@@ -35,37 +34,6 @@ if TYPE_CHECKING:
 TABULAR = ("json", "ndjson", "csv")
 ENTRIES_NOTE = ("the lines are the NUL-separated entries, numbered as fetch_slice(unit=\"items\") numbers them; "
                 "a newline inside one is shown as \u2424")
-
-
-# A double-quoted string compared in a filter: in JMESPath "open" is the field named open, not a string
-_QUOTED_COMPARED = re.compile(r'(?:==|!=|<=|>=|<|>)\s*"((?:[^"\\]|\\.)*)"|"((?:[^"\\]|\\.)*)"\s*(?:==|!=|<=|>=|<|>)')
-
-
-def _quoted_field_note(doc: Any, expression: str) -> str | None:
-    """For an empty result: the same expression with the double-quoted strings it compares written as
-    JMESPath strings, with what that returns, when that is not empty. `[?state=="open"]` compares `state`
-    with a field named `open` (none), and said nothing of why it found nothing."""
-    if '"' not in expression:
-        return None
-
-    def literal(match: re.Match) -> str:
-        quoted = match.group(0)
-        text = match.group(1) if match.group(1) is not None else match.group(2)
-        return quoted.replace(f'"{text}"', "'" + text.replace("'", "\\'") + "'")
-
-    fixed = _QUOTED_COMPARED.sub(literal, expression)
-    if fixed == expression:
-        return None
-    try:
-        found = run_jmespath(doc, fixed)
-    except (QueryError, ResultTooLarge):
-        return None
-    if found is None or found == [] or found == 0:
-        return None
-    shown = json.dumps(found, ensure_ascii=False)
-    size = f"{len(found):,} results" if isinstance(found, list) else shown if len(shown) <= 60 else "a result"
-    return (f'In JMESPath a double-quoted "name" is a field, not a string; with strings in single quotes, '
-            f"{fixed} returns {size}")
 
 
 def _derived_value(expression: str, result: Any, count: int) -> Outcome:
@@ -322,7 +290,7 @@ class QueryRunner:
         doc = self.document(row)
         result = run_jmespath(doc, expression, self.result_bytes)
         nothing = result is None or result == [] or (type(result) is int and result == 0)
-        note = _quoted_field_note(doc, expression) if nothing else None
+        note = quoted_field_note(doc, expression) if nothing else None
         if isinstance(result, list):
             total = len(result)
             start = absolute(offset, total)
