@@ -385,3 +385,10 @@ def test_a_wide_array_of_objects_keeps_a_compact_shape_naming_every_key(sqlite_u
         assert '"id": 900001' in ref.preview  # and an item beside it
     full = render_shape(describe_json(issues))
     assert len(render_shape(describe_json(issues), compact=True)) < len(full) / 2
+
+
+def test_collapsed_and_cut_containers_say_one_item_or_key_in_the_singular():
+    from offload.content.jsonview import Cuts, Limits, compact
+
+    shown = compact({"a": [[1]], "b": {"c": {"d": 1}}, "e": [1, 2], "f": 1}, Limits(20, 3, 1, 0), Cuts())
+    assert shown == '{"a": […[1 item]], "b": {…[1 key]}, "e": […[2 items]], …[+1 key]}'

@@ -90,7 +90,7 @@ def compact(value: Any, limits: Limits, cuts: Cuts, depth: int = 0) -> str:
             return "{}"
         if depth > limits.depth:
             cuts.collapsed += 1
-            return f"{{…[{len(value):,} keys]}}"
+            return f"{{…[{len(value):,} key{_s(len(value))}]}}"
         parts = []
         for key, item in value.items():
             if len(parts) == limits.keys:
@@ -98,18 +98,18 @@ def compact(value: Any, limits: Limits, cuts: Cuts, depth: int = 0) -> str:
             parts.append(f"{_string(str(key), limits.string, cuts)}: {compact(item, limits, cuts, depth + 1)}")
         if len(value) > limits.keys:
             cuts.keys += len(value) - limits.keys
-            parts.append(f"…[+{len(value) - limits.keys:,} keys]")
+            parts.append(f"…[+{len(value) - limits.keys:,} key{_s(len(value) - limits.keys)}]")
         return "{" + ", ".join(parts) + "}"
     if isinstance(value, list):
         if not value:
             return "[]"
         if depth > limits.depth:
             cuts.collapsed += 1
-            return f"[…[{len(value):,} items]]"
+            return f"[…[{len(value):,} item{_s(len(value))}]]"
         parts = [compact(item, limits, cuts, depth + 1) for item in value[: limits.items]]
         if len(value) > limits.items:
             cuts.items += len(value) - limits.items
-            parts.append(f"…[+{len(value) - limits.items:,} items]")
+            parts.append(f"…[+{len(value) - limits.items:,} item{_s(len(value) - limits.items)}]")
         return "[" + ", ".join(parts) + "]"
     return _scalar(value)
 
