@@ -416,3 +416,30 @@ def test_a_column_of_integers_and_floats_that_meets_text_is_typed_at_once():
               "print(describe_table(text.encode(), text, ',')['columns']['v']['type'])\n")
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
     assert done.stdout.strip() == "string", done.stderr
+
+
+def test_a_table_written_without_a_header_row_is_a_table_whose_first_line_is_a_row(off):
+    """`sqlite3 -csv`, `psql -At` and `mysql -N` write no header: a number or a date where a name would
+    be made such output text, with no column types and no SQL. Its first line is a row now, its columns
+    column0, column1… in the shape and in SQL alike (DuckDB's own names for 12 columns are column00…)."""
+    rows = [f"{i},name{i},{i * 1.5},{'abc'[i % 3]}" for i in range(3_000)]
+    ref = off.put("\n".join(rows) + "\n", tool="sqlite3")
+    assert ref.kind == "csv" and ref.shape["rows"] == 3_000 and ref.shape["header"] is False
+    assert ref.shape["columns"] == {"column0": {"type": "integer"}, "column1": {"type": "string"},
+                                    "column2": {"type": "float"}, "column3": {"type": "string"}}
+    assert "no header row: its first line is a row" in ref.render() and ref.preview.startswith("0,name0,0.0,a\n")
+    assert sql(off, ref.artifact_id, "SELECT count(*) AS n, min(column0) AS lo, max(column2) AS hi FROM artifact") == [
+        {"n": 3_000, "lo": 0, "hi": 4_498.5}]
+    wide = off.put("".join(",".join(str(i * j) for j in range(12)) + "\n" for i in range(1, 501)), tool="psql")
+    assert list(wide.shape["columns"]) == [f"column{j}" for j in range(12)]
+    assert sql(off, wide.artifact_id, "SELECT sum(column11) AS s, count(*) AS n FROM artifact") == [
+        {"s": 11 * 500 * 501 // 2, "n": 500}]
+    piped = off.put("".join(f"{i}|user{i}|2024-01-{1 + i % 28:02d}\n" for i in range(3_000)), tool="psql")
+    assert piped.shape["rows"] == 3_000 and piped.shape["columns"]["column2"]["type"] == "date"
+    # a header stays a header; a log with a comma a line, text
+    named = off.put("id,name\n" + "".join(f"{i},n{i}\n" for i in range(3_000)), tool="export")
+    assert "header" not in named.shape and list(named.shape["columns"]) == ["id", "name"]
+    log = off.put("".join(f"12:00:{i % 60:02d},848 INFO worker {i} started\n" for i in range(3_000)), tool="read")
+    assert log.kind == "text"
+    mixed = off.put("a,1,x\n" + "".join(f"{i},{i},y\n" for i in range(3_000)), tool="read")
+    assert mixed.kind == "text"  # a name above numbers is no row, and a number is no name: as before

@@ -18,7 +18,7 @@ import orjson
 
 from offload.content.binary import CONTROL_BYTES, sniff_binary
 from offload.content.lines import nul_separated
-from offload.content.table import comment_lines, irregular_frame, is_rule
+from offload.content.table import comment_lines, first_row_is_data, irregular_frame, is_rule, plausible_header
 from offload.jsontext import may_hold_big_integers
 from offload.reference import EMPTY_NOTE
 from offload.utf8 import invalid_bytes
@@ -49,7 +49,6 @@ _GREP_N = re.compile(rb"(?:[A-Za-z]:)?[^:\n]++(?::(?!\d+[:-])[^:\n]*+)*+:\d+[:-]
 _GREP_CONTEXT = re.compile(_REV + _PATH + rb"?-\d+-|--$")
 _GREP_PLAIN = re.compile(_PATH + rb":")
 _CSV_DELIMITERS = ("\t", ",", ";", "|")
-_NOT_A_NAME = re.compile(r"[-+]?[\d.,:eE+ -]+|\d{4}-\d{2}-\d{2}.*|\d{1,2}[:/]\d{2}.*")
 
 
 class InvalidJSON(ValueError):
@@ -407,7 +406,7 @@ def sniff_delimiter(data: bytes) -> str | None:
             continue
         header = rows[0]
         width = len(header)
-        if width < 2 or not _plausible_header(header):
+        if width < 2 or not plausible_header(header) and not first_row_is_data(rows):
             continue
         if delimiter == "," and _commas_are_thousands(table):
             continue
@@ -425,20 +424,6 @@ def _commas_are_thousands(lines: list[str]) -> bool:
     """True when most lines' commas all sit inside numbers ("5,218 bytes"): prose or a log, not a table."""
     inside = sum(1 for line in lines if line.count(",") == len(_THOUSANDS.findall(line)))
     return inside >= 0.8 * len(lines)
-
-
-def _plausible_header(names: list[str]) -> bool:
-    """Column names: short, mostly present, and neither numbers nor dates nor sentences.
-
-    This is what keeps a log whose lines each hold one comma ("12:00:01,848 INFO …") from passing
-    for a two-column table.
-    """
-    # pandas' to_csv names its index column "" (",a,b"), and a trailing delimiter leaves the last empty
-    free = (not names[0].strip()) + (len(names) > 2 and not names[-1].strip())
-    if sum(not name.strip() for name in names) > len(names) // 4 + free:
-        return False
-    names = [name.strip() for name in names]  # psql pads a name to its column's width
-    return not any(len(name) > 64 or name.count(" ") > 4 or _NOT_A_NAME.fullmatch(name) for name in names)
 
 
 def _text_content_type(data: bytes, start: int) -> str:

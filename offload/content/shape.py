@@ -522,7 +522,9 @@ def _render_table(shape: dict, width: int) -> str:
         delimiter, quoting = "pipe", "; rule lines are not rows, cells are trimmed"
     if comments := shape.get("comment_lines"):
         quoting += f"; {comments:,} # comment line{'s' if comments > 1 else ''} before it, not rows"
-    head = (f"table: {shape.get('rows', 0):,} rows × {len(columns):,} columns ({delimiter}-separated, header row"
+    header = ("header row" if shape.get("header", True)
+              else "no header row: its first line is a row, columns named as SQL names them")
+    head = (f"table: {shape.get('rows', 0):,} rows × {len(columns):,} columns ({delimiter}-separated, {header}"
             f"{quoting})")
     if shape.get("sampled"):
         head += f"; types from the first {shape['sampled']:,} rows"

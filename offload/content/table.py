@@ -15,13 +15,13 @@ import io
 import re
 from collections import Counter
 from dataclasses import dataclass
-from itertools import islice, zip_longest
+from itertools import chain, islice, zip_longest
 from typing import Iterable, Iterator
 
 import numpy as np
 
-__all__ = ["Layout", "column_names", "describe_table", "extra_names", "irregular_frame", "is_rule",
-           "read_layout", "records"]
+__all__ = ["Layout", "column_names", "describe_table", "extra_names", "first_row_is_data", "irregular_frame",
+           "is_rule", "plausible_header", "read_layout", "records"]
 
 TYPE_SAMPLE = 2000
 EXACT_NULLS_CHARS = 1 << 20
@@ -31,6 +31,8 @@ QUOTE = '"'
 # Text that often stands for a missing value. SQL reads it as text (only an empty field is NULL), so the
 # shape counts it apart from the nulls, by its exact spelling.
 _NULL_LIKE = frozenset({"null", "NULL", "Null", "None", "NA", "N/A", "n/a"})
+# What a header's field is not: a number, a date, a time (`plausible_header`)
+_NOT_A_NAME = re.compile(r"[-+]?[\d.,:eE+ -]+|\d{4}-\d{2}-\d{2}.*|\d{1,2}[:/]\d{2}.*")
 # The types SQL reads (DuckDB's sniffer, over every row, with the options `tools.sql_load` gives it), as
 # measured with duckdb 1.5: an integer may stand between blanks, but an unsigned one never starts with a
 # 0 before another digit (`007`, a code, stays text; `-007` is a number) nor with `+`; so for floats,
@@ -80,6 +82,9 @@ class Layout:
     # of them are comments
     comments: int = 0
     comment_count: int = 0
+    # False when the first record is a row, not the header (`first_row_is_data`): its columns are named
+    # column0, column1…, as SQL names them
+    header: bool = True
 
 
 def is_rule(line: str) -> bool:
@@ -114,7 +119,22 @@ def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
             layout = Layout(delimiter, "", max(0, _line_rows(data) - comments), comments=skip, comment_count=comments)
     else:
         layout = Layout(delimiter, QUOTE, max(0, _line_rows(data) - comments), comments=skip, comment_count=comments)
+    if _headerless(text, layout):
+        return dataclasses.replace(layout, rows=layout.rows + 1, header=False)
     return _counted(text, layout)
+
+
+def _headerless(text: str, layout: Layout) -> bool:
+    """Whether the first record of `layout`'s table is a row (`first_row_is_data`), by its first 100
+    records, as detection judged them."""
+    head = text[:_FRAME_HEAD]
+    if len(head) < len(text):
+        head = head[:head.rfind("\n") + 1]  # whole lines only
+    try:
+        rows = [row for _, row in islice(records(head, layout), 100)]
+    except csv.Error:  # a quoted field open past the sample's end
+        rows = [row for _, row in islice(records(head, dataclasses.replace(layout, quote="")), 100)]
+    return bool(rows) and not plausible_header(rows[0]) and first_row_is_data(rows)
 
 
 def comment_lines(lines: list[str], delimiter: str) -> int:
@@ -131,6 +151,40 @@ def comment_lines(lines: list[str], delimiter: str) -> int:
         return 0
     fields = len(lines[header].split(delimiter))
     return last_comment if fields > 1 and len(lines[last_comment].split(delimiter)) == fields else header
+
+
+def plausible_header(names: list[str]) -> bool:
+    """Column names: short, mostly present, and neither numbers nor dates nor sentences.
+
+    This is what keeps a log whose lines each hold one comma ("12:00:01,848 INFO …") from passing
+    for a two-column table.
+    """
+    # pandas' to_csv names its index column "" (",a,b"), and a trailing delimiter leaves the last empty
+    free = (not names[0].strip()) + (len(names) > 2 and not names[-1].strip())
+    if sum(not name.strip() for name in names) > len(names) // 4 + free:
+        return False
+    names = [name.strip() for name in names]  # psql pads a name to its column's width
+    return not any(len(name) > 64 or name.count(" ") > 4 or _NOT_A_NAME.fullmatch(name) for name in names)
+
+
+def first_row_is_data(rows: list[list[str]]) -> bool:
+    """Whether a table's first record, not plausibly a header (`plausible_header`), is a row: output
+    written without one (`sqlite3 -csv`, `psql -At`, `mysql -N`), whose first line holds in each typed
+    column a value of that column's type (`_PATTERNS`), as the rows after it do. At least three records
+    of one width, and a column of numbers, dates or times (two, when there are only two columns: a log's
+    `12:00:01,848 INFO …` has one comma a line), lest a log read as a table."""
+    if len(rows) < 3 or len(rows[0]) < 2 or any(len(row) != len(rows[0]) for row in rows):
+        return False
+    typed = 0
+    for index, first in enumerate(rows[0]):
+        kind = _type_of(_kinds([row[index] for row in rows[1:]], set()))
+        if kind in ("string", "null", "bool"):
+            continue  # a name could stand above text, and a header's `t`, `f`, `yes` are names too
+        if first and first not in _NULL_LIKE:
+            if _type_of(_kinds([first], {kind})) != kind:  # a name above numbers: a header
+                return False
+            typed += 1
+    return typed >= (2 if len(rows[0]) == 2 else 1)
 
 
 def _counted(text: str, layout: Layout) -> Layout:
@@ -264,10 +318,12 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
     which the shape would otherwise not have named."""
     layout = read_layout(data, text, delimiter)
     rows = (row for _, row in records(text, layout))
-    header = next(rows, [])
+    header = next(rows, []) if layout.header else []
     sample = list(islice(rows, TYPE_SAMPLE + 1))
     sampled = len(sample) > TYPE_SAMPLE
     sample = sample[:TYPE_SAMPLE]
+    if not layout.header:
+        header = [f"column{i}" for i in range(len(sample[0]) if sample else 0)]
     names = column_names(header)
     width = min(len(names), MAX_COLUMNS)
     whole = _whole_columns(text, layout, width) if sampled and len(text) <= EXACT_NULLS_CHARS else None
@@ -292,6 +348,8 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
             # the other values are (a max() of a column shown as integers came back 'NULL')
             column["values"], column["type"] = column["type"], "string"
     shape: dict = {"type": "table", "rows": layout.rows, "delimiter": delimiter, "columns": columns}
+    if not layout.header:
+        shape["header"] = False
     if layout.comment_count:
         shape["comment_lines"] = layout.comment_count
     if layout.framed:
@@ -320,7 +378,9 @@ def _whole_columns(text: str, layout: Layout, width: int) -> tuple[list[tuple[in
     a column whose 3,001st value was `abc` was shown as integers, and SQL read VARCHAR. Then the records
     whose field count is not the header's (`_ragged`)."""
     rows = (row for _, row in records(text, layout))
-    header = next(rows, [])
+    header = next(rows, [])  # of a table without one, its first row: the width the others are held to
+    if not layout.header:
+        rows = chain([header], rows)
     counts = [(0, Counter(), set()) for _ in range(width)]
     lengths: Counter = Counter()
     while block := list(islice(rows, _NULL_BLOCK)):

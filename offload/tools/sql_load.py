@@ -204,8 +204,11 @@ def fill_csv(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, delimite
         first = next(records(text, layout), (0, []))[1]
     except csv.Error as exc:
         raise _unreadable(exc) from exc
-    names = column_names(first) if header else None
-    expected = layout.rows + (0 if header or not first else 1)
+    # a table without a header row (`Layout.header`) is read as one, its columns named column0…
+    expected = layout.rows + (1 if layout.header and not header and first else 0)
+    header = header and layout.header
+    # the shape's names: DuckDB's own for 10 columns and more are column00, column01…
+    names = column_names(first) if header else [f"column{i}" for i in range(len(first))]
     path = _write(folder, "artifact.csv", data)
     # DuckDB reads the bytes itself unless it would read other rows: a framed table's, a footer (a row to
     # it), a quote beside a space
@@ -213,9 +216,8 @@ def fill_csv(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, delimite
         try:
             _read_csv(conn, path, delimiter, layout.quote, header, names, layout.comments)
             columns = conn.execute("SELECT count(*) FROM (DESCRIBE artifact)").fetchone()[0]
-            if conn.execute("SELECT count(*) FROM artifact").fetchone()[0] == expected and (
-                    names is None or columns == len(names)):
-                return _names_note(first, names)
+            if conn.execute("SELECT count(*) FROM artifact").fetchone()[0] == expected and columns == len(names):
+                return _names_note(first, names if header else None)
         except duckdb.OutOfMemoryException:
             raise
         except duckdb.Error:
