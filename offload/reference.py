@@ -324,7 +324,8 @@ class Reference:
         ways = ["jmespath=…"] if kind in ("json", "ndjson") else []
         # SQL reads a JSON document's main array: one without (an object of objects) was offered it, and refused
         tabular = kind in ("ndjson", "csv") or (kind == "json" and self.items is not None)
-        ways += ['sql="SELECT … FROM artifact"'] if tabular else []
+        rows = f" (the rows of {self.items_path})" if kind == "json" and self.items_path not in (None, "@") else ""
+        ways += [f'sql="SELECT … FROM artifact"{rows}'] if tabular else []
         ways.append(f"grep={self._grep()}, context=2")
         calls.append(f'query_artifact(artifact_id="{aid}", {" | ".join(ways)}) extracts')
         if stderr_aid:

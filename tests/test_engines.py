@@ -169,6 +169,9 @@ def test_jmespath_empty_expression(doc):
     [
         ({"items": [{"id": 1, "status": "ok"}]}, "items[?status=='ok'] | [:5]"),
         ([{"name": "it's"}], "[?name=='it\\'s'] | [:5]"),
+        # the field of fewest values, not a title unique to each item
+        ([{"title": f"Issue {i}", "state": "open" if i % 3 else "closed"} for i in range(30)],
+         "[?state=='closed'] | [:5]"),
         ({"data": {"rows": [1, 2, 3]}, "n": 3}, "data.rows[:5]"),
         ({"my-list": [{"n": 1}]}, '"my-list"[:5]'),
         ({"a": 1}, "keys(@)"),

@@ -857,7 +857,7 @@ def test_a_shell_result_whose_stdout_is_json_or_csv_is_queried_as_what_its_refer
     with Offloader(sqlite_url) as off:
         ref = off.process("bash", {"stdout": json.dumps(doc, indent=2), "stderr": "warning: x\n", "exit_code": 0})
         assert ref.kind == "shell" and ref.exit_code == 0 and len(ref.hints) >= 2
-        assert 'jmespath=… | sql="SELECT … FROM artifact" | grep=' in ref.render()  # the next calls say so too
+        assert 'jmespath=… | sql="SELECT … FROM artifact" (the rows of installed) | grep=' in ref.render()  # so too
         for hint in ref.hints:
             assert off.query_artifact(ref.artifact_id, jmespath=hint["jmespath"])["result"], hint
         page = off.fetch_slice(ref.artifact_id, unit="items", path="installed", limit=2)

@@ -443,3 +443,14 @@ def test_a_table_written_without_a_header_row_is_a_table_whose_first_line_is_a_r
     assert log.kind == "text"
     mixed = off.put("a,1,x\n" + "".join(f"{i},{i},y\n" for i in range(3_000)), tool="read")
     assert mixed.kind == "text"  # a name above numbers is no row, and a number is no name: as before
+
+
+def test_the_next_calls_name_the_array_sql_reads_as_its_table(off):
+    """A document of two arrays (`data.orders`, `data.refunds`): nothing said which one `artifact` is."""
+    doc = {"meta": {"page": 1}, "data": {"orders": [{"id": i, "total": i * 2.5} for i in range(3_000)],
+                                         "refunds": [{"id": i} for i in range(40)]}}
+    ref = off.process("http_get", json.dumps(doc))
+    assert 'sql="SELECT … FROM artifact" (the rows of data.orders)' in ref.render()
+    assert sql(off, ref.artifact_id, "SELECT count(*) AS n, max(total) AS m FROM artifact") == [{"n": 3_000, "m": 7_497.5}]
+    top = off.process("http_get", json.dumps(doc["data"]["orders"]))
+    assert 'sql="SELECT … FROM artifact" |' in top.render()

@@ -238,11 +238,16 @@ def jmespath_example(doc: Any) -> str:
     first = next((item for item in array if isinstance(item, dict)), None)
     candidates: list[str] = []
     if first is not None:
-        for key, value in first.items():
-            if isinstance(value, str) and 0 < len(value) <= 40 and "\n" not in value:
-                literal = value.replace("\\", "\\\\").replace("'", "\\'")
-                candidates.append(f"{prefix}[?{_quote_key(key)}=='{literal}'] | [:5]")
-                break
+        # the string field of fewest values among the first items (`state`, not a title unique to each):
+        # a filter a model would write
+        sample = [item for item in array[:50] if isinstance(item, dict)]
+        fields = [(len({str(item.get(key)) for item in sample}), position, key, value)
+                  for position, (key, value) in enumerate(first.items())
+                  if isinstance(value, str) and 0 < len(value) <= 40 and "\n" not in value]
+        if fields:
+            _, _, key, value = min(fields)
+            literal = value.replace("\\", "\\\\").replace("'", "\\'")
+            candidates.append(f"{prefix}[?{_quote_key(key)}=='{literal}'] | [:5]")
     candidates += [f"{prefix}[:5]", f"length({prefix or '@'})"]
     for candidate in candidates:
         try:
