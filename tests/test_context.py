@@ -974,3 +974,67 @@ def test_a_dropped_span_with_a_lone_surrogate_stays_searchable_as_utf8(soff):
         counts.append(soff.query_artifact(aid, grep="中文")["count"])
         check(soff, "openai", messages, fitted)  # and the span reads back exactly, surrogate and all
     assert counts[0] > 20 and counts[1] > 20  # (the spans differ by a message or so: the surrogate costs tokens)
+
+
+def _log_conversation(log: str) -> list[dict]:
+    return [{"role": "system", "content": "You are an SRE agent."}, {"role": "user", "content": "Why did it stop?"},
+            {"role": "assistant", "content": None, "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "app.log"}'}}]},
+            {"role": "tool", "tool_call_id": "c1", "content": log}]
+
+
+def test_a_result_stored_before_keeps_its_reference_and_outlives_the_conversation(tmp_path, monkeypatch):
+    """A second Offloader (another process, a restarted harness) fitting a result whose content was
+    already stored named that artifact with a bare placeholder, the log's last line gone, at 900 of a
+    96,000-token budget; and the artifact kept its old expiry, so a conversation fitted today could name
+    one that expired the next minute."""
+    import datetime as dt
+
+    from offload.store.records import utcnow
+
+    url = f"sqlite:///{tmp_path / 'store.db'}"
+    log = "".join(f"2025-01-01 12:00:{i % 60:02d} INFO request {i} ok\n" for i in range(60_000))
+    log += "2025-01-01 13:00:00 FATAL: too many clients\n"
+    with Offloader(url) as first:
+        fitted = first.fit_context(_log_conversation(log), 128_000)
+        shown = fitted.messages[-1]["content"]
+        assert "FATAL: too many clients" in shown
+        artifact_id = ART.search(shown).group(0)
+        soon = utcnow() + dt.timedelta(minutes=1)
+        with first.store._write() as conn:
+            from offload.store.models import artifacts
+            conn.execute(artifacts.update().where(artifacts.c.id == artifact_id).values(expires_at=soon))
+    with Offloader(url, ttl_days=7) as second:
+        again = second.fit_context(_log_conversation(log), 128_000)
+        assert again.messages[-1]["content"] == shown and again.report.actions[0].reused
+        expires = dt.datetime.fromisoformat(second.get(artifact_id)["expires_at"].replace("Z", "+00:00"))
+        assert expires.replace(tzinfo=None) > utcnow().replace(tzinfo=None) + dt.timedelta(days=6)
+
+
+def test_the_summary_counts_results_not_messages(sqlite_url):
+    """Three tool_result blocks of one Anthropic message, each offloaded, were "1 result(s)"."""
+    texts = [text_of(200_000, seed) for seed in range(3)]
+    messages = [{"role": "user", "content": "look at these"},
+                {"role": "assistant", "content": [{"type": "tool_use", "id": f"t{k}", "name": "read", "input": {}}
+                                                  for k in range(3)]},
+                {"role": "user", "content": [{"type": "tool_result", "tool_use_id": f"t{k}", "content": text}
+                                             for k, text in enumerate(texts)]}]
+    with Offloader(sqlite_url) as off:
+        fitted = off.fit_context(messages, 32_000, api="anthropic")
+        assert [a.results for a in fitted.report.actions] == [3]
+        assert "3 result(s) offloaded to a reference" in fitted.report.summary()
+
+
+def test_a_turn_over_the_budget_with_no_result_says_why(sqlite_url):
+    """"Results over 2,400 tokens are already references" was said of a pasted text, and of an
+    Anthropic list fitted as OpenAI's, whose 174,000-token tool_result was never read as one."""
+    paste = text_of(300_000, 1)
+    anthropic = [{"role": "user", "content": "go"},
+                 {"role": "assistant", "content": [{"type": "tool_use", "id": "t1", "name": "read", "input": {}}]},
+                 {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t1", "content": paste}]}]
+    with Offloader(sqlite_url) as off:
+        with pytest.raises(ContextBudgetExceeded, match="holds no tool result to make a reference of"):
+            off.fit_context([{"role": "user", "content": "Here is my log:\n" + paste}], 8_000)
+        with pytest.raises(ContextBudgetExceeded, match='look like anthropic\'s: pass api="anthropic"'):
+            off.fit_context(anthropic, 8_000)
+        assert off.fit_context(anthropic, 8_000, api="anthropic").report.changed

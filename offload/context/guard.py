@@ -5,6 +5,7 @@ an agent loop that passes the fitted list back pays dictionary lookups, not hash
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 import re
@@ -16,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from ..errors import ContextBudgetExceeded, InvalidArgument, OffloadError
 from ..jsontext import loads
+from ..store.records import utcnow
 from .formats import FORMATS, Call, Format
 from .measure import Part, count_message, split_parts
 from .placeholders import Stored, note_text
@@ -246,7 +248,13 @@ class ContextGuard:
         off = self.off
         found = off.store.find_by_content(hashlib.sha256(data).hexdigest(), off.namespace)
         if found is not None:
+            if ttl := off.settings.ttl_days:  # it lives as long as one stored now: it is named from now on
+                off.store.extend_expiry(found["id"], utcnow() + dt.timedelta(days=ttl))
             mine = self._references.get(found["id"])
+            if mine is None:
+                mine = self._references[found["id"]] = self._stored_reference(found["id"])
+            # the reference stored with it, when this guard did not write it (another process's, or an
+            # Offloader's before a restart): without it, the newest result became a bare placeholder
             return Stored(found["id"], found["kind"], found["bytes"], found["lines"],
                           mine.reference if mine is not None else None, True)
         ref = off.put(data, tool=tool, args=_args(args), session=session)

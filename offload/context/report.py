@@ -20,6 +20,7 @@ class Action:
     tokens_before: int
     tokens_after: int
     reused: bool = False  # the content was already stored: recognised by its hash, not stored again
+    results: int = 1  # the tool results it changed: one message holds several (Anthropic's tool_result blocks)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,9 +70,10 @@ class ContextReport:
                                (DROP, "span(s) dropped")):
             acts = [a for a in self.actions if a.strategy == strategy]
             if acts:
-                count = sum(len(a.messages) for a in acts) if strategy == DROP else len(acts)
-                unit = f" ({count:,} messages)" if strategy == DROP else ""
-                parts.append(f"{len(acts):,} {what}{unit}")
+                if strategy == DROP:
+                    parts.append(f"{len(acts):,} {what} ({sum(len(a.messages) for a in acts):,} messages)")
+                else:  # results, not messages: three tool_result blocks of one message were "1 result(s)"
+                    parts.append(f"{sum(a.results for a in acts):,} {what}")
         ids = self.artifact_ids
         named = ", ".join(ids[:4]) + (f" and {len(ids) - 4:,} more" if len(ids) > 4 else "")
         return f"{head}: {'; '.join(parts)}; artifacts {named}"

@@ -124,14 +124,15 @@ class Fitting:
         variant = old.variants[key]
         if variant is None:
             return
-        new_facts, artifact_ids, reused = variant
+        new_facts, artifact_ids, reused, results = variant
         self.guard.touch(new_facts)
         self.out[i], self.facts[i] = new_facts.msg, new_facts
         self.total += new_facts.tokens - old.tokens
-        self.report.actions.append(Action(strategy, [i], list(artifact_ids), old.tokens, new_facts.tokens, reused))
+        self.report.actions.append(Action(strategy, [i], list(artifact_ids), old.tokens, new_facts.tokens, reused,
+                                          results))
 
     def _still_stored(self, variant: Any) -> bool:
-        """Whether every artifact a cached variant (facts, artifact ids, reused) names is still there: a
+        """Whether every artifact a cached variant (facts, artifact ids, reused, results) names is still there: a
         long-running agent's store may have evicted, deleted or expired one since the variant was made.
         The artifacts of every variant this fit may reuse are looked up at once, on the first ask."""
         if variant is None or not variant[1]:
@@ -218,7 +219,7 @@ class Fitting:
         if not contents:
             return None
         data = self.fmt.with_results(facts.data, contents)
-        return self.guard.remember(data, self.fmt), tuple(ids), reused
+        return self.guard.remember(data, self.fmt), tuple(ids), reused, len(contents)
 
     def _rebuild(self, content: Any, parts: list[Part], new: dict[int, str]) -> Any:
         if isinstance(content, str):
@@ -259,11 +260,18 @@ class Fitting:
         note = needed - system - turn
         about = "about " if self.report.tokens_estimated else ""  # the estimate's figures say they are one
         with_note = f"; the note naming what was dropped: {about}{note:,}" if note > 0 else ""
+        if any(self.facts[i].slots for i in range(*last)):
+            why = (f"Results over {self.cap:,} tokens are already references: shrink the turn's own messages, or "
+                   "pass a larger window_tokens or budget_ratio.")
+        elif other := _other_api(self.out[last[0]:last[1]], self.fmt.name):
+            why = (f"The turn holds no tool result of {self.fmt.name} messages, and its messages look like "
+                   f'{other}\'s: pass api="{other}".')
+        else:  # "already references" of a turn with none: a pasted text
+            why = ("The turn holds no tool result to make a reference of (its messages are sent as they are): "
+                   "shrink them, or pass a larger window_tokens or budget_ratio.")
         return ContextBudgetExceeded(needed, self.budget, (
             f"System prompt: {about}{system:,} tokens; most recent turn: {about}{turn:,} tokens in "
-            f"{last[1] - last[0]} message(s){with_note}; window {self.report.window_tokens:,}. Results over "
-            f"{self.cap:,} tokens are already references: shrink the turn's own messages, or pass a larger "
-            "window_tokens or budget_ratio."))
+            f"{last[1] - last[0]} message(s){with_note}; window {self.report.window_tokens:,}. {why}"))
 
     def _drop(self) -> None:
         """c: the oldest groups after the first user message, as few as make room, as one span (again, with
@@ -376,3 +384,21 @@ def group(facts: "list[Facts]", head: int) -> list[tuple[int, int]]:
             owner[call.call_id] = len(groups) - 1
             groups[-1][3].add(call.call_id)
     return [(g[0], g[1]) for g in groups]
+
+
+# The block types that give away the API a message list was written for (`_other_api`)
+_API_OF_BLOCKS = {"tool_result": "anthropic", "tool_use": "anthropic", "function_call_output": "openai-responses",
+                  "function_call": "openai-responses"}
+
+
+def _other_api(messages: list, api: str) -> str | None:
+    """The API whose tool results `messages` hold, when not `api`'s: an Anthropic list fitted as OpenAI's
+    had its 174,000-token tool_result said to be a reference already."""
+    for message in messages:
+        data = message if isinstance(message, dict) else getattr(message, "__dict__", {})
+        blocks = data.get("content") if isinstance(data.get("content"), list) else []
+        for item in [data, *blocks]:
+            other = _API_OF_BLOCKS.get(item.get("type")) if isinstance(item, dict) else None
+            if other and other != api:
+                return other
+    return None

@@ -408,6 +408,15 @@ class Store(ContentReading, ExtractLog, QuotaCheck):
         with self._write() as conn:
             conn.execute(artifacts.update().where(artifacts.c.id == artifact_id).values(pinned=pinned))
 
+    def extend_expiry(self, artifact_id: str, until: dt.datetime) -> None:
+        """Keep a live artifact at least until `until` (one that expires sooner, or never, is left as it is
+        otherwise): the context guard names an earlier artifact of the same content, which must outlive
+        the conversation that names it as one stored now would."""
+        a = artifacts.c
+        with self._write() as conn:
+            conn.execute(artifacts.update().where(a.id == artifact_id, a.status == ACTIVE, a.expires_at.is_not(None),
+                                                  a.expires_at < until).values(expires_at=until))
+
     def delete(self, artifact_id: str, namespace: str) -> None:
         """End the artifact (a tombstone remains) and drop its content if nothing else uses it."""
         row = self.get(artifact_id, namespace, touch=False)
