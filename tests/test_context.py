@@ -761,6 +761,10 @@ def test_invalid_calls_are_refused(soff):
             soff.fit_context([], 1000, reserve_tokens=reserve)
     with pytest.raises(InvalidArgument):
         soff.fit_context({"role": "user"}, 1000)
+    with pytest.raises(InvalidArgument, match=r"a list of messages \(got NoneType\)"):  # was a TypeError
+        soff.fit_context(None, 1000)
+    with pytest.raises(InvalidArgument, match=r"got True"):  # was read as a 1-token window
+        soff.fit_context([], True)
     assert soff.fit_context([], 1000).messages == []
 
 

@@ -99,8 +99,8 @@ class ContextGuard:
         fmt = FORMATS.get(api)
         if fmt is None:
             raise InvalidArgument(f"unknown api {api!r}; expected one of {', '.join(FORMATS)}")
-        if not isinstance(window_tokens, int) or window_tokens <= 0:
-            raise InvalidArgument("window_tokens must be a positive number of tokens")
+        if isinstance(window_tokens, bool) or not isinstance(window_tokens, int) or window_tokens <= 0:
+            raise InvalidArgument(f"window_tokens must be a positive number of tokens (got {window_tokens!r})")
         if not 0 < budget_ratio <= 1:
             raise InvalidArgument("budget_ratio must be in (0, 1]")
         if isinstance(reserve_tokens, bool) or not isinstance(reserve_tokens, int) or reserve_tokens < 0:
@@ -110,8 +110,8 @@ class ContextGuard:
         if budget <= 0:
             raise InvalidArgument(f"reserve_tokens ({reserve_tokens:,}) leaves no budget in "
                                   f"{budget_ratio:.0%} of a {window_tokens:,}-token window")
-        if isinstance(messages, (str, bytes, dict)):
-            raise InvalidArgument("messages must be a list of messages")
+        if isinstance(messages, (str, bytes, dict)) or not isinstance(messages, Iterable):
+            raise InvalidArgument(f"messages must be a list of messages (got {type(messages).__name__})")
         with self._lock:
             self._fits += 1
         out = list(messages)
