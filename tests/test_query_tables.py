@@ -237,22 +237,32 @@ _DRAWN = {
     "mysql": lambda rows: ("+------+---------+------+\n| id   | name    | v    |\n+------+---------+------+\n"
                            + "".join(f"| {i:>4} | n{i:<6} | {'NULL' if i % 100 == 7 else i:>4} |\n" for i in rows)
                            + f"+------+---------+------+\n{len(rows)} rows in set (0.01 sec)\n"),
+    # `sqlite3 -box`: drawn with box characters, rules above, under the header and below
+    "sqlite-box": lambda rows: ("┌──────┬─────────┬──────┐\n│  id  │  name   │  v   │\n├──────┼─────────┼──────┤\n"
+                                + "".join(f"│ {i:<4} │ n{i:<6} │ {'' if i % 100 == 7 else i:<4} │\n" for i in rows)
+                                + "└──────┴─────────┴──────┘\n"),
+    # `psql -P linestyle=unicode`: box characters between the cells only, and psql's footer
+    "psql-unicode": lambda rows: (" id  │  name   │  v   \n─────┼─────────┼──────\n"
+                                  + "".join(f" {i:>4} │ n{i:<6} │ {'' if i % 100 == 7 else i:>4}\n" for i in rows)
+                                  + f"({len(rows):,} rows)\n"),
 }
 
 
 @pytest.mark.parametrize("style", sorted(_DRAWN))
 def test_a_pipe_table_drawn_for_people_is_read_without_its_rules_and_padding(off, style):
-    ref = off.put(_DRAWN[style](range(3000)) + ("\n" if style == "psql" else ""), tool="psql")  # psql ends so
+    psql = style.startswith("psql")
+    ref = off.put(_DRAWN[style](range(3000)) + ("\n" if psql else ""), tool="psql")  # psql ends so
     assert (ref.kind, ref.shape["rows"], list(ref.shape["columns"])) == ("csv", 3000, ["id", "name", "v"])
     # its last row, and psql's footer: the one tail line was the blank line psql ends with
-    assert "2999" in ref.preview.rsplit("omitted", 1)[-1] and (style != "psql" or "(3,000 rows)" in ref.preview)
+    assert "2999" in ref.preview.rsplit("omitted", 1)[-1] and (not psql or "(3,000 rows)" in ref.preview)
     assert "ragged" not in ref.shape and ref.shape["columns"]["id"]["type"] == "integer"
-    said = "3,000 rows × 3 columns (pipe-separated, header row; rule lines are not rows, cells are trimmed)"
+    drawn = "box-drawn │" if style in ("sqlite-box", "psql-unicode") else "pipe"  # they were text
+    said = f"3,000 rows × 3 columns ({drawn}-separated, header row; rule lines are not rows, cells are trimmed)"
     assert said in ref.render()
     assert sql(off, ref.artifact_id, "SELECT count(*) AS n, min(id) AS lo, max(id) AS hi FROM artifact") == [
         {"n": 3000, "lo": 0, "hi": 2999}]
     seven = sql(off, ref.artifact_id, "SELECT name, v FROM artifact WHERE id = 107")
-    assert seven == [{"name": "n107", "v": None} if style == "psql" else
+    assert seven == [{"name": "n107", "v": None} if style in ("psql", "psql-unicode", "sqlite-box") else
                      {"name": None, "v": None} if style == "markdown" else {"name": "n107", "v": "NULL"}]
 
 

@@ -18,7 +18,8 @@ import orjson
 
 from offload.content.binary import CONTROL_BYTES, sniff_binary
 from offload.content.lines import nul_separated
-from offload.content.table import comment_lines, first_row_is_data, irregular_frame, is_rule, plausible_header
+from offload.content.table import (BOX, FRAMED_BY, comment_lines, first_row_is_data, irregular_frame, is_rule,
+                                   plausible_header)
 from offload.jsontext import may_hold_big_integers
 from offload.reference import EMPTY_NOTE
 from offload.utf8 import invalid_bytes
@@ -48,7 +49,7 @@ _GREP_N_STRICT = re.compile(_REV + _PATH + rb":\d+[:-]")
 _GREP_N = re.compile(rb"(?:[A-Za-z]:)?[^:\n]++(?::(?!\d+[:-])[^:\n]*+)*+:\d+[:-]")  # a path may hold colons
 _GREP_CONTEXT = re.compile(_REV + _PATH + rb"?-\d+-|--$")
 _GREP_PLAIN = re.compile(_PATH + rb":")
-_CSV_DELIMITERS = ("\t", ",", ";", "|")
+_CSV_DELIMITERS = ("\t", ",", ";", "|", BOX)
 
 
 class InvalidJSON(ValueError):
@@ -264,7 +265,7 @@ def detect(data: bytes, tool: str | None = None, *, bad_bytes: int | None = None
     if _looks_like_grep(data, _is_grep_tool(tool)):
         return Detected("grep", "text/plain", notes=notes, **facts)
     delimiter = sniff_delimiter(data)
-    if delimiter == "|" and (why := irregular_frame(data)):
+    if delimiter in FRAMED_BY and (why := irregular_frame(data, delimiter)):
         notes.append(f"a table drawn for people, read as text: {why}")
         delimiter = None
     if delimiter is not None:
@@ -395,7 +396,7 @@ def sniff_delimiter(data: bytes) -> str | None:
     if len(lines) < 2:
         return None
     for delimiter in _CSV_DELIMITERS:
-        if delimiter == "|":  # a pipe table's rule lines (`+----+`, `|---|`) are not rows
+        if delimiter in FRAMED_BY:  # a pipe table's rule lines (`+----+`, `|---|`, `├──┼──┤`) are not rows
             lines = [line for line in lines if not is_rule(line)] or lines
         table = lines[comment_lines(lines, delimiter):] if lines[0].startswith("#") else lines
         if len(table) < 2 or delimiter not in table[0]:

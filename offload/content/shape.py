@@ -516,10 +516,11 @@ _SQL_TYPES = {"integer": "BIGINT", "float": "DOUBLE", "bool": "BOOLEAN", "date":
 
 def _render_table(shape: dict, width: int) -> str:
     columns = shape.get("columns", {})
-    delimiter = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe"}.get(shape.get("delimiter"), "?")
+    delimiter = {"\t": "tab", ",": "comma", ";": "semicolon", "|": "pipe", "│": "│"}.get(shape.get("delimiter"), "?")
     quoting = ", quotes as plain text" if shape.get("quoting") == "none" else ""
     if shape.get("framed"):  # a table drawn for people: SQL reads its cells trimmed, as the shape does
-        delimiter, quoting = "pipe", "; rule lines are not rows, cells are trimmed"
+        delimiter = "box-drawn │" if shape.get("delimiter") == "│" else "pipe"
+        quoting = "; rule lines are not rows, cells are trimmed"
     if comments := shape.get("comment_lines"):
         quoting += f"; {comments:,} # comment line{'s' if comments > 1 else ''} before it, not rows"
     header = ("header row" if shape.get("header", True)

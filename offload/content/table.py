@@ -60,6 +60,11 @@ _WIDER = {frozenset({"integer", "float"}): "float"}
 # MySQL client's `+----+------+`), and a row-count footer, psql's `(3,000 rows)` or MySQL's `3000 rows in
 # set (0.01 sec)`: neither is a record.
 _RULE = re.compile(r"[ \t]*[|+]?(?:[ \t]*:?-+:?[ \t]*[|+])+(?:[ \t]*:?-+:?[ \t]*)?[ \t]*")
+# A table drawn with box-drawing characters (`sqlite3 -box`, `psql -P linestyle=unicode`, DuckDB's shell):
+# its cells between `│`, its rules of `─` with their corners and joints
+BOX = "│"
+_BOX_RULE = re.compile(r"[ \t]*[┌┬┐├┼┤└┴┘╞╪╡╒╤╕╘╧╛┏┳┓┣╋┫┗┻┛]?[─═━]+(?:[┌┬┐├┼┤└┴┘╞╪╡╒╤╕╘╧╛┏┳┓┣╋┫┗┻┛][─═━]*)*[ \t]*")
+FRAMED_BY = ("|", BOX)  # the delimiters of tables drawn for people
 _FOOTER = re.compile(r"\(\d[\d,]* rows?\)|(?:\d[\d,]* rows? in set|Empty set)(?:, \d+ warnings?)?(?: \([\d.]+ sec\))?")
 _FRAME_LINES = 3  # a rule among a table's first lines makes it framed
 _FRAME_HEAD = 64 * 1024  # characters (or bytes) those lines are looked for in
@@ -88,8 +93,9 @@ class Layout:
 
 
 def is_rule(line: str) -> bool:
-    """Whether `line` is a pipe table's rule line (dashes between `|` or `+`)."""
-    return bool(_RULE.fullmatch(line.rstrip("\r")))
+    """Whether `line` is a pipe table's rule line (dashes between `|` or `+`, or a box's `├───┼───┤`)."""
+    line = line.rstrip("\r")
+    return bool(_RULE.fullmatch(line) or _BOX_RULE.fullmatch(line))
 
 
 def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
@@ -101,7 +107,7 @@ def read_layout(data: bytes, text: str, delimiter: str) -> Layout:
     quote as an opening one would swallow the lines up to the next `"`, half the rows of a column of
     `"12 inch` values.
     """
-    if delimiter == "|" and (framed := _framing(text)):
+    if delimiter in FRAMED_BY and (framed := _framing(text, delimiter)):
         layout = Layout(delimiter, "", 0, framed)
         return Layout(delimiter, "", max(0, sum(1 for _ in records(text, layout)) - 1), framed)
     skip = comments = 0
@@ -212,31 +218,32 @@ def reader(text: str, delimiter: str, quote: str, skip: int = 0):
     return csv.reader(stream, delimiter=delimiter, quoting=csv.QUOTE_NONE)
 
 
-def _framing(text: str) -> str:
+def _framing(text: str, delimiter: str = "|") -> str:
     """A pipe table's `Layout.framed`: "" unless a rule line is among its first non-blank lines."""
     lines = [line for line in text[:_FRAME_HEAD].split("\n", 64)[:64] if line.strip()][:_FRAME_LINES + 1]
     if not any(map(is_rule, lines[:_FRAME_LINES])):
         return ""
     header = next((line.strip() for line in lines if not is_rule(line)), "")
-    return "edges" if header.startswith("|") and header.endswith("|") and len(header) > 1 else "inner"
+    edged = header.startswith(delimiter) and header.endswith(delimiter) and len(header) > 1
+    return "edges" if edged else "inner"
 
 
 _CONTINUED = re.compile(r" \+(?:\||[ \t]*\r?$)", re.MULTILINE)  # psql: this cell goes on, on the next line
 
 
-def irregular_frame(data: bytes) -> str | None:
+def irregular_frame(data: bytes, delimiter: str = "|") -> str | None:
     """Why a pipe table drawn for people cannot be read as its cells, or None (also when it is no such
     table). psql marks a cell that goes on over lines with `+` and does not escape a `|` inside a cell:
     read as cells, the continuation lines were rows (467 where psql's footer said 463) and a cell holding
     `||` was split in two, silently."""
-    framed = _framing(data[:_FRAME_HEAD].decode("utf-8", "replace"))  # every pipe-separated result asks
+    framed = _framing(data[:_FRAME_HEAD].decode("utf-8", "replace"), delimiter)  # every pipe-separated result asks
     if not framed:
         return None
     text = data.decode("utf-8", "replace")
     if found := _CONTINUED.search(text):
         return f"line {text.count(chr(10), 0, found.start()):,} has a cell that goes on over lines"
     width = None
-    for line, row in records(text, Layout("|", "", 0, framed)):
+    for line, row in records(text, Layout(delimiter, "", 0, framed)):
         if width is None:
             width = len(row)
         elif len(row) != width:
@@ -265,7 +272,7 @@ def _cells(row: list[str], framed: str) -> list[str] | None:
     """A framed table's record: its cells trimmed, without the empty fields outside its edge pipes;
     None for a rule line or a footer. (Read without quoting, a record's fields joined are its line.)"""
     line = "|".join(row)
-    if _RULE.fullmatch(line) or _FOOTER.fullmatch(line.strip()) or not line.strip():
+    if is_rule(line) or _FOOTER.fullmatch(line.strip()) or not line.strip():
         return None
     if framed == "edges":  # the field before the first pipe and the one after the last, when empty
         row = row[1:] if not row[0].strip() else row
