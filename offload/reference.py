@@ -334,9 +334,9 @@ class Reference:
         return "\n".join(lines)
 
 
-# A shell result's stdout of these types is stored as this kind (Offloader: `_QUERIED_AS`), and queried so
 EMPTY_NOTE = "empty result: 0 bytes"  # detection's note on an empty result (`content.detect`)
 
+# A shell result's stdout of these types is stored as this kind (Offloader: `_QUERIED_AS`), and queried so
 _STORED_AS = {"application/json": "json", "application/x-ndjson": "ndjson", "text/csv": "csv",
               "text/tab-separated-values": "csv"}
 

@@ -451,9 +451,8 @@ def _brief(shape: dict) -> str:
         kinds[kinds.index("object") if "object" in kinds else 0] = (
             f"{{…{len(shape.get('keys', {})) + shape.get('more_keys', 0):,} keys}}")
     if "length" in shape or "min_length" in shape:
-        size = shape["length"] if "length" in shape else f"{shape['min_length']:,}–{shape['max_length']:,}"
-        kinds[kinds.index("array") if "array" in kinds else 0] = f"array[{size:,}]" if isinstance(size, int) \
-            else f"array[{size}]"
+        size = f"{shape['length']:,}" if "length" in shape else f"{shape['min_length']:,}–{shape['max_length']:,}"
+        kinds[kinds.index("array") if "array" in kinds else 0] = f"array[{size}]"
     return "|".join(kinds)
 
 

@@ -63,7 +63,8 @@ _RULE = re.compile(r"[ \t]*[|+]?(?:[ \t]*:?-+:?[ \t]*[|+])+(?:[ \t]*:?-+:?[ \t]*
 # A table drawn with box-drawing characters (`sqlite3 -box`, `psql -P linestyle=unicode`, DuckDB's shell):
 # its cells between `│`, its rules of `─` with their corners and joints
 BOX = "│"
-_BOX_RULE = re.compile(r"[ \t]*[┌┬┐├┼┤└┴┘╞╪╡╒╤╕╘╧╛┏┳┓┣╋┫┗┻┛]?[─═━]+(?:[┌┬┐├┼┤└┴┘╞╪╡╒╤╕╘╧╛┏┳┓┣╋┫┗┻┛][─═━]*)*[ \t]*")
+_JOINTS = "┌┬┐├┼┤└┴┘╞╪╡╒╤╕╘╧╛┏┳┓┣╋┫┗┻┛"
+_BOX_RULE = re.compile(rf"[ \t]*[{_JOINTS}]?[─═━]+(?:[{_JOINTS}][─═━]*)*[ \t]*")
 FRAMED_BY = ("|", BOX)  # the delimiters of tables drawn for people
 _FOOTER = re.compile(r"\(\d[\d,]* rows?\)|(?:\d[\d,]* rows? in set|Empty set)(?:, \d+ warnings?)?(?: \([\d.]+ sec\))?")
 _FRAME_LINES = 3  # a rule among a table's first lines makes it framed
@@ -236,7 +237,8 @@ def irregular_frame(data: bytes, delimiter: str = "|") -> str | None:
     table). psql marks a cell that goes on over lines with `+` and does not escape a `|` inside a cell:
     read as cells, the continuation lines were rows (467 where psql's footer said 463) and a cell holding
     `||` was split in two, silently."""
-    framed = _framing(data[:_FRAME_HEAD].decode("utf-8", "replace"), delimiter)  # every pipe-separated result asks
+    # every pipe-separated result asks
+    framed = _framing(data[:_FRAME_HEAD].decode("utf-8", "replace"), delimiter)
     if not framed:
         return None
     text = data.decode("utf-8", "replace")

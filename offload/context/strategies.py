@@ -132,8 +132,8 @@ class Fitting:
                                           results))
 
     def _still_stored(self, variant: Any) -> bool:
-        """Whether every artifact a cached variant (facts, artifact ids, reused, results) names is still there: a
-        long-running agent's store may have evicted, deleted or expired one since the variant was made.
+        """Whether every artifact a cached variant (facts, artifact ids, reused, results) names is still
+        there: a long-running agent's store may have evicted, deleted or expired one since the variant was made.
         The artifacts of every variant this fit may reuse are looked up at once, on the first ask."""
         if variant is None or not variant[1]:
             return True

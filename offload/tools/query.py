@@ -36,6 +36,32 @@ ENTRIES_NOTE = ("the lines are the NUL-separated entries, numbered as fetch_slic
                 "a newline inside one is shown as \u2424")
 
 
+@dataclass
+class Outcome:
+    op: str  # jmespath | grep | sql
+    expression: str
+    inline: dict[str, Any] | None = None  # the response when it fits
+    derived: bytes | None = None  # the full result to store when it does not
+    derived_kind: str = "json"
+    count: int = 0
+    # said beside a derived result: how the artifact became SQL's table (renamed keys, ragged lines), or
+    # that a string was stored as its text
+    note: str | None = None
+
+    @functools.cached_property
+    def _result(self) -> bytes:
+        """The full result as bytes: what was (or would be) stored, or the inline result's canonical JSON."""
+        return self.derived if self.derived is not None else canonical(self.inline["result"])
+
+    @property
+    def result_sha256(self) -> str:
+        return hashlib.sha256(self._result).hexdigest()
+
+    @property
+    def result_bytes(self) -> int:
+        return len(self._result)
+
+
 def _derived_value(expression: str, result: Any, count: int) -> Outcome:
     """A JMESPath result too big to return, to store: a string as its text, so that its lines page and
     grep (a web page's `body`, stored as one JSON string, was one line of `\n` escapes); anything else,
@@ -50,30 +76,6 @@ def _derived_value(expression: str, result: Any, count: int) -> Outcome:
                            note="The result is a string: stored as its text, not as a JSON string, so its lines "
                                 "page and grep.")
     return Outcome("jmespath", expression, derived=dumps(result), count=count)
-
-
-@dataclass
-class Outcome:
-    op: str  # jmespath | grep | sql
-    expression: str
-    inline: dict[str, Any] | None = None  # the response when it fits
-    derived: bytes | None = None  # the full result to store when it does not
-    derived_kind: str = "json"
-    count: int = 0
-    note: str | None = None  # how the artifact became SQL's table (renamed keys, ragged lines), said beside a derived one
-
-    @functools.cached_property
-    def _result(self) -> bytes:
-        """The full result as bytes: what was (or would be) stored, or the inline result's canonical JSON."""
-        return self.derived if self.derived is not None else canonical(self.inline["result"])
-
-    @property
-    def result_sha256(self) -> str:
-        return hashlib.sha256(self._result).hexdigest()
-
-    @property
-    def result_bytes(self) -> int:
-        return len(self._result)
 
 
 def canonical(value: Any) -> bytes:

@@ -110,7 +110,7 @@ class Slicer:
         start = absolute(req.offset, total)
         limit = req.limit if req.limit is not None else DEFAULT_LIMITS[req.unit]
         if req.unit == "lines" and req.limit is None and req.offset < 0:
-            limit = total - start  # "the last 500": to the end, as offset=-40 is "the last 40" (`_tail`)
+            limit = max(total - start, 1)  # "the last 500": to the end, as offset=-40 is "the last 40" (`_tail`)
         if req.unit == "lines":
             page = self._lines(row, info, req, start, limit, total, budget)
             if req.offset < 0 and start + limit >= total and page["next_offset"] is not None and "cut" not in page:
