@@ -453,6 +453,9 @@ def test_a_table_written_without_a_header_row_is_a_table_whose_first_line_is_a_r
     assert log.kind == "text"
     mixed = off.put("a,1,x\n" + "".join(f"{i},{i},y\n" for i in range(3_000)), tool="read")
     assert mixed.kind == "text"  # a name above numbers is no row, and a number is no name: as before
+    # decimal commas between semicolons split at the commas make a table of one integer column: text
+    decimal = off.put("".join(f"{i},5;{i + 3},7;abc\n" for i in range(3_000)), tool="read")
+    assert decimal.kind == "text"
 
 
 def test_the_next_calls_name_the_array_sql_reads_as_its_table(off):

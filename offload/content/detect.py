@@ -407,7 +407,8 @@ def sniff_delimiter(data: bytes) -> str | None:
             continue
         header = rows[0]
         width = len(header)
-        if width < 2 or not plausible_header(header) and not first_row_is_data(rows):
+        headerless = not plausible_header(header) and first_row_is_data(rows) and not _rival(table, delimiter)
+        if width < 2 or not plausible_header(header) and not headerless:
             continue
         if delimiter == "," and _commas_are_thousands(table):
             continue
@@ -416,6 +417,13 @@ def sniff_delimiter(data: bytes) -> str | None:
         if consistent >= max(1, 0.9 * (len(rows) - 1)):
             return delimiter
     return None
+
+
+def _rival(lines: list[str], delimiter: str) -> bool:
+    """Whether another delimiter stands as often in every one of `lines`: a table without a header, split
+    at the wrong one (`12,5;3,7;abc`, decimal commas between semicolons, read as comma-separated)."""
+    return any(other != delimiter and len({line.count(other) for line in lines}) == 1 and other in lines[0]
+               for other in _CSV_DELIMITERS)
 
 
 _THOUSANDS = re.compile(r"\d,\d{3}(?!\d)")
