@@ -440,10 +440,11 @@ def test_a_table_written_without_a_header_row_is_a_table_whose_first_line_is_a_r
     assert "no header row: its first line is a row" in ref.render() and ref.preview.startswith("0,name0,0.0,a\n")
     assert sql(off, ref.artifact_id, "SELECT count(*) AS n, min(column0) AS lo, max(column2) AS hi FROM artifact") == [
         {"n": 3_000, "lo": 0, "hi": 4_498.5}]
-    wide = off.put("".join(",".join(str(i * j) for j in range(12)) + "\n" for i in range(1, 501)), tool="psql")
+    wide = off.put("".join(",".join(str(i * (3 * j + 1)) for j in range(12)) + "\n" for i in range(1, 501)),
+                   tool="psql")
     assert list(wide.shape["columns"]) == [f"column{j}" for j in range(12)]
     assert sql(off, wide.artifact_id, "SELECT sum(column11) AS s, count(*) AS n FROM artifact") == [
-        {"s": 11 * 500 * 501 // 2, "n": 500}]
+        {"s": 34 * 500 * 501 // 2, "n": 500}]
     piped = off.put("".join(f"{i}|user{i}|2024-01-{1 + i % 28:02d}\n" for i in range(3_000)), tool="psql")
     assert piped.shape["rows"] == 3_000 and piped.shape["columns"]["column2"]["type"] == "date"
     # a header stays a header; a log with a comma a line, text
@@ -453,6 +454,18 @@ def test_a_table_written_without_a_header_row_is_a_table_whose_first_line_is_a_r
     assert log.kind == "text"
     mixed = off.put("a,1,x\n" + "".join(f"{i},{i},y\n" for i in range(3_000)), tool="read")
     assert mixed.kind == "text"  # a name above numbers is no row, and a number is no name: as before
+    # not rows: a header of years or positions, cells padded for people (`psql -t`), a log with one typed
+    # column (its error lines are listed as a text's), a ragged record's extra column named as SQL names it
+    def put(text: str):
+        return off.put(text, tool="read")
+
+    assert put("Country,2019,2020,2021\n" + "".join(f"c{i},{i},{2 * i},{3 * i}\n" for i in range(3_000))).kind == "text"
+    assert put(",0,1,2\n" + "".join(f"{i},{i / 7},{i / 3},{i / 9}\n" for i in range(3_000))).kind == "text"
+    assert put("".join(f" {i:>5} | user{i:<5} | {i * 1.5:>8} | 2024-01-01\n" for i in range(3_000))).kind == "text"
+    assert put("".join(f"2026-12-08T01:26:{i % 60:02d}\tINFO\tjob {i}\n" for i in range(3_000))).kind == "text"
+    ragged = put("".join(f"{i},{i * 1.5},x{i}" + (",extra" if i == 2_500 else "") + "\n" for i in range(3_000)))
+    assert 'SQL reads the extra ones as "column3"' in ragged.render() and "first row's 3" in ragged.render()
+    assert sql(off, ragged.artifact_id, "SELECT count(column3) AS n FROM artifact") == [{"n": 1}]
     # decimal commas between semicolons split at the commas make a table of one integer column: text
     decimal = off.put("".join(f"{i},5;{i + 3},7;abc\n" for i in range(3_000)), tool="read")
     assert decimal.kind == "text"

@@ -548,11 +548,12 @@ def _render_table(shape: dict, width: int) -> str:
         line += f" {part},"
     lines.append(line.rstrip(","))
     if ragged := shape.get("ragged"):
-        lines.append(_render_ragged(ragged, len(columns) + shape.get("more_columns", 0), shape.get("sampled")))
+        lines.append(_render_ragged(ragged, len(columns) + shape.get("more_columns", 0), shape.get("sampled"),
+                                    "header's" if shape.get("header", True) else "first row's"))
     return "\n".join(lines)
 
 
-def _render_ragged(ragged: dict, width: int, sampled: int | None) -> str:
+def _render_ragged(ragged: dict, width: int, sampled: int | None, whose: str = "header's") -> str:
     """Records whose field count is not the header's: SQL reads the extra fields as more columns, which
     the columns line does not name, and the missing ones as NULL. Counted over every row, or over the
     first `sampled` ones (rows further on may have more fields, and SQL more columns)."""
@@ -561,7 +562,7 @@ def _render_ragged(ragged: dict, width: int, sampled: int | None) -> str:
         extra = [_quote(name) for name in ragged.get("extra_names", [])]
         count = ragged.get("extra_columns", 0)
         named = ", ".join(extra) if count <= len(extra) else f"{count:,} more columns, {' … '.join(extra)}"
-        parts.append(f"{ragged['longer']:,} rows have more fields than the header's {width:,} "
+        parts.append(f"{ragged['longer']:,} rows have more fields than the {whose} {width:,} "
                      f"(SQL reads the extra ones as {named})")
     if ragged.get("shorter"):
         parts.append(f"{ragged['shorter']:,} rows have fewer (SQL reads the missing ones as NULL)")

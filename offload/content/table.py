@@ -178,11 +178,14 @@ def first_row_is_data(rows: list[list[str]]) -> bool:
     """Whether a table's first record, not plausibly a header (`plausible_header`), is a row: output
     written without one (`sqlite3 -csv`, `psql -At`, `mysql -N`), whose first line holds in each typed
     column a value of that column's type (`_PATTERNS`), as the rows after it do. At least three records
-    of one width, and a column of numbers, dates or times (two, when there are only two columns: a log's
-    `12:00:01,848 INFO …` has one comma a line), lest a log read as a table."""
+    of one width, none padded, and two columns of numbers, dates or times, lest a log read as a table (a
+    log's `2024-05-01T10:00:00<TAB>INFO<TAB>…` has one; its error lines went unlisted as a table's);
+    and not integers a header is named by, years or positions (`Country,2019,2020`, pandas' `,0,1,2`)."""
     if len(rows) < 3 or len(rows[0]) < 2 or any(len(row) != len(rows[0]) for row in rows):
         return False
-    typed = 0
+    if any(cell != cell.strip() for row in rows for cell in row):
+        return False  # padded: drawn for people (`psql -t`), and SQL would read the spaces as part of each cell
+    firsts = []
     for index, first in enumerate(rows[0]):
         kind = _type_of(_kinds([row[index] for row in rows[1:]], set()))
         if kind in ("string", "null", "bool"):
@@ -190,8 +193,13 @@ def first_row_is_data(rows: list[list[str]]) -> bool:
         if first and first not in _NULL_LIKE:
             if _type_of(_kinds([first], {kind})) != kind:  # a name above numbers: a header
                 return False
-            typed += 1
-    return typed >= (2 if len(rows[0]) == 2 else 1)
+            firsts.append(first)
+    if len(firsts) < 2:
+        return False
+    numbers = [int(first) for first in firsts if re.fullmatch(r"-?\d{1,18}", first)]
+    named = len(numbers) == len(firsts) and (all(1800 <= n <= 2200 for n in numbers)
+                                            or numbers == list(range(numbers[0], numbers[0] + len(numbers))))
+    return not named
 
 
 def _counted(text: str, layout: Layout) -> Layout:
@@ -229,7 +237,8 @@ def _framing(text: str, delimiter: str = "|") -> str:
     return "edges" if edged else "inner"
 
 
-_CONTINUED = re.compile(r" \+(?:\||[ \t]*\r?$)", re.MULTILINE)  # psql: this cell goes on, on the next line
+# psql: this cell goes on, on the next line (` +` at its end; `↵` in the unicode line style, `…` wrapped)
+_CONTINUED = re.compile(r" \+(?:\||[ \t]*\r?$)|↵[ \t]*(?:│|\r?$)", re.MULTILINE)
 
 
 def irregular_frame(data: bytes, delimiter: str = "|") -> str | None:
@@ -249,7 +258,7 @@ def irregular_frame(data: bytes, delimiter: str = "|") -> str | None:
         if width is None:
             width = len(row)
         elif len(row) != width:
-            return f"line {line:,} has {len(row):,} cells where its header has {width:,} (a | inside a cell?)"
+            return f"line {line:,} has {len(row):,} cells where its header has {width:,} (a {delimiter} inside a cell?)"
     return None
 
 
@@ -369,7 +378,8 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
         shape["more_columns"] = len(names) - MAX_COLUMNS
     if ragged:
         if "widest" in ragged:  # the names SQL gives the extra fields: all, or the first and the last
-            extra = extra_names(names, ragged.pop("widest"))
+            widest = ragged.pop("widest")  # a table without a header: SQL names them as the others
+            extra = extra_names(names, widest) if layout.header else [f"column{i}" for i in range(len(names), widest)]
             ragged["extra_columns"] = len(extra)
             ragged["extra_names"] = extra if len(extra) <= 4 else [extra[0], extra[-1]]
         if sampled and counts is None:

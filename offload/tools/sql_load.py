@@ -281,15 +281,15 @@ def _rectangular(folder: str, text: str, layout: Layout, header: bool,
         pad = [""] * widest
         while block := list(islice(rows, 10_000)):
             writer.writerows(row + pad[len(row):] for _, row in block)
-    notes = []
+    notes, whose = [], "header's" if header else "first row's"
     if longer[0]:
         extra = [orjson.dumps(name).decode() for name in names[width:]]
         columns = (f"column {extra[0]}" if len(extra) == 1
                    else f"columns {', '.join(extra) if len(extra) <= 4 else f'{extra[0]} … {extra[-1]}'}")
-        notes.append(f"{_lines(longer)} more fields than the header's {width:,}: the extra ones are in "
+        notes.append(f"{_lines(longer)} more fields than the {whose} {width:,}: the extra ones are in "
                      f"{columns} (NULL in the other rows).")
     if shorter[0]:
-        notes.append(f"{_lines(shorter)} fewer fields than the header's {width:,}: the missing ones are NULL.")
+        notes.append(f"{_lines(shorter)} fewer fields than the {whose} {width:,}: the missing ones are NULL.")
     if notes:
         notes[-1] += (" Lines are numbered as fetch_slice and grep number them (0-based): "
                       "fetch_slice(offset=LINE, limit=1) reads one.")
