@@ -278,6 +278,16 @@ def test_a_psql_table_whose_cells_span_lines_or_hold_a_pipe_is_text_and_says_why
         assert ref.kind == "text" and ref.shape is None
         assert any(note.startswith("a table drawn for people, read as text: line ") and why in note
                    for note in ref.notes), ref.notes
+    # the unicode line style marks such a cell `↵` (its 900 continuation lines had been rows), and a
+    # `│` inside a cell is named as the `│` it is
+    boxed = [f"│ {i:>4} │ f{i:<5} │ {'line one    ↵' if i % 3 else 'one line    '}│" for i in range(2_700)]
+    boxed = [row + ("\n│      │        │ line two     │" if "↵" in row else "") for row in boxed]
+    text = "┌──────┬────────┬──────────────┐\n│  id  │ name   │ note         │\n├──────┼────────┼──────────────┤\n"
+    ref = off.put(text + "\n".join(boxed) + "\n└──────┴────────┴──────────────┘\n(2700 rows)\n", tool="psql")
+    assert ref.kind == "text" and any("has a cell that goes on over lines" in note for note in ref.notes)
+    piped = text + "\n".join(f"│ {i:>4} │ f{i:<5} │ {'a │ b' if i == 7 else 'ab'}         │" for i in range(2_700))
+    ref = off.put(piped + "\n└──────┴────────┴──────────────┘\n", tool="psql")
+    assert any("(a │ inside a cell?)" in note for note in ref.notes), ref.notes
 
 
 def test_a_pipe_separated_export_without_rules_is_read_as_it_was():
