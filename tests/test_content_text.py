@@ -4,6 +4,7 @@ traceback, a log with errors only in the middle, and a CSV; budgets, exact count
 from __future__ import annotations
 
 import csv
+import json
 import io
 import logging
 import os
@@ -359,7 +360,7 @@ def test_every_error_line_the_preview_does_not_show_is_listed_or_the_list_says_f
     assert o200k(preview.text) <= budget
 
 
-def test_an_error_list_cut_at_its_first_lines_gives_the_grep_that_finds_them_all(sqlite_url):
+def test_an_error_list_cut_at_its_first_lines_gives_a_grep_for_more(sqlite_url):
     """"first 5" of 2,857 error lines said nothing of how many there were or how to find the rest: the
     next calls offered grep="regex". They now name the words the listed lines were errors by, and that
     grep finds every error line (its count exact)."""
@@ -372,12 +373,14 @@ def test_an_error_list_cut_at_its_first_lines_gives_the_grep_that_finds_them_all
             lines.append(f"2026-12-08 10:{i % 60:02d}:00 ERROR upstream timeout for request {i}")
         if i % 1000 == 5:
             lines.append(f"ValueError: bad input {i}")
-    errors = [n for n, line in enumerate(lines) if "ERROR" in line or "ValueError" in line]
+        if i % 500 == 9:  # words in names: no error lines, and the grep's word bounds pass them over
+            lines.append(f"eth0: rx_errors=0 tx_errors=0 on-error=retry libgpg-error.so.0 ErrorBoundary {i}")
+    errors = [n for n, line in enumerate(lines) if " ERROR " in line or "ValueError" in line]
     with Offloader(sqlite_url) as off:
         ref = off.process("read", "\n".join(lines))
-        assert "report errors (first " in str(ref) and "; grep below for all):" in str(ref)
-        pattern = re.search(r'grep="([^"]+)", context=2\) extracts', str(ref)).group(1)
-        assert pattern == "ERROR|Error"
+        assert "report errors (first " in str(ref) and "; grep below for more):" in str(ref)
+        pattern = json.loads(re.search(r'grep=("[^"]+"), context=2\) extracts', str(ref)).group(1))
+        assert pattern == r"\bERROR\b|Error\b"  # words of their own, a class name's ending
         found = off.query_artifact(ref.artifact_id, grep=pattern, limit=1_000)
         assert found["count"] == len(errors) == 2_877
         listed = [int(n.replace(",", "")) for n in re.findall(r"^… ([\d,]+): ", str(ref), re.M)]
@@ -445,6 +448,18 @@ def test_a_line_is_cut_to_a_useful_part_or_not_shown(budget):
         if cut:
             kept = len(cut.group(1)) + len(cut.group(3) or "")
             assert kept >= 32 or 3 * kept >= kept + _number(cut.group(2)), shown
+
+
+def test_exceptions_named_with_capitals_are_error_lines():
+    """`java.io.IOException`, `OSError`, `SSLError`: a capital before Error or Exception, where the search
+    wanted a lowercase letter (`ValueError`), so `Caused by: java.io.IOException: disk gone` went unlisted."""
+    lines = [f"2024-03-01 10:00:{i % 60:02d} INFO request {i} served" for i in range(20_000)]
+    lines[5_000] = "Caused by: java.io.IOException: disk gone"
+    lines[9_000] = "OSError: [Errno 28] No space left on device"
+    lines[12_000] = "ssl.SSLError: [SSL: CERTIFICATE_VERIFY_FAILED] certificate verify failed"
+    data = ("\n".join(lines) + "\n").encode()
+    preview = build_preview(detect(data), data, 800, o200k)
+    assert preview.extra["error_lines"] == [5_000, 9_000, 12_000] and "(all 3)" in preview.text
 
 
 def test_coloured_error_lines_are_found_and_file_names_are_not_errors():

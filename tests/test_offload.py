@@ -969,15 +969,15 @@ def test_a_shell_result_with_only_stderr_is_described_by_its_stderr(sqlite_url, 
     assert text.startswith(f"[offload] The result of `bash` was too large for the context and was stored whole as "
                            f"{ref.artifact_id} (shell output: stdout empty; stderr {len(stderr):,} bytes, below).")
     assert "stdout: empty." in text and "[empty: 0 bytes]" not in text and "empty result" not in text
-    assert "(first 5; grep below for all)" in text
-    pattern = re.search(r'grep="([^"]+)", context=2', text).group(1)
-    assert pattern == "error"
+    assert "(first 5; grep below for more)" in text
+    pattern = json.loads(re.search(r'grep=("[^"]+"), context=2', text).group(1))
+    assert pattern == r"\berror\b"
     found = off.query_artifact(ref.stderr_artifact_id, grep=pattern)
     assert found["count"] == sum("error" in line for line in stderr.split("\n")) == 26
     # stdout's and stderr's error words together: the next calls grep both with one pattern
     both = off.process("bash", {"stdout": "\n".join(f"step {i} FAILED" if i % 50 == 1 else f"step {i} ok"
                                                      for i in range(3_000)), "stderr": stderr, "exit_code": 1})
-    assert 'grep="FAILED|error", context=2' in both.render()
+    assert r'grep="\\bFAILED\\b|\\berror\\b", context=2' in both.render()
 
 
 def test_a_failed_commands_stdout_shows_its_last_lines(sqlite_url, real_count):

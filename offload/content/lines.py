@@ -39,7 +39,7 @@ _ENDINGS = (_WORD_START + r"(?:errors?|exceptions?|traceback|fail(?:ed|ures?|s)?
             r"|segmentation fault|core dumped|killed|timed out|exit(?:ed)?(?: with)? (?:code|status)|exit code"
             r"|returned non-zero)" + _WORD_END)
 _TAIL_PARTS = (  # the words one of its matches must hold, and a case-sensitive part of _TAIL_MATTERS
-    (("Error", "Exception"), r"[a-z](?:Error|Exception)" + _WORD_END),
+    (("Error", "Exception"), r"[A-Za-z](?:Error|Exception)" + _WORD_END),
     (("passed", "failed", "error", "skipped", "warning", "test"),
      r"\b\d+ (?:passed|failed|errors?|skipped|warnings?|tests?)\b"),
     (("total", "summary", "result", "finished", "done"), r"^\s*(?:total|summary|result|results|finished|done)\b.*[:=]"),
@@ -59,7 +59,7 @@ _TAIL_SEARCHES = tuple((words, re.compile(part, re.M)) for words, part in _TAIL_
 _ERROR_WORDS = (b"error", b"exception", b"traceback", b"fatal", b"panic", b"fail")
 _ERROR_LINE = re.compile(
     r"(?i:" + _WORD_START + r"(?:errors?|fatal|panic(?:ked)?|fail(?:ed|ure|ures|s)?|exceptions?|traceback)"
-    + _WORD_END + r")|[a-z](?:Error|Exception)" + _WORD_END
+    + _WORD_END + r")|[A-Za-z](?:Error|Exception)" + _WORD_END
 )
 # Terminal colour and cursor codes (CSI, OSC): `\x1b[31mERROR` holds no word "ERROR" for `\b` to find.
 _ANSI = re.compile(r"\x1b(?:\[[0-9;:?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)")
@@ -329,7 +329,7 @@ def text_preview(data: bytes, budget: int, count: Count, *, tail_lines: int | No
         if error_reserve:
             # Give what the error lines did not use back to the head and the tail; a listed line that
             # they now show is no longer omitted, so it leaves the list.
-            header = f"; {unit[1]} among them that report errors (first {len(errors)}; grep below for all):"
+            header = f"; {unit[1]} among them that report errors (first {len(errors)}; grep below for more):"
             block = "\n".join(errors + [header])
             scanned = (_gap_bytes(data, shown_head, tail), gap) if gap else None
             # past its first line, the list is given at most a third of the budget (`_assemble` lists
@@ -458,8 +458,9 @@ def _stands_alone(data: bytes, base: int, lowered: bytes, hit: int, size: int) -
     and `rx_errors=0` were candidates each, and the search stopped at its candidate limit before the
     segfault and the I/O errors further on."""
     if hit and lowered[hit - 1] in _BEFORE_WORD:
-        # a class name's camel case (ValueError, IOException is not one): a lowercase letter, a capital
-        if not (97 <= data[base + hit - 1] <= 122 and 65 <= data[base + hit] <= 90):
+        # a class name's ending (ValueError, IOException): a letter, then the word's capital
+        before = data[base + hit - 1]
+        if not ((97 <= before <= 122 or 65 <= before <= 90) and 65 <= data[base + hit] <= 90):
             return False
     end, length = hit + size, len(lowered)
     while end < length and 97 <= lowered[end] <= 122:  # the word's ending: errors, failed, panicked
@@ -504,7 +505,7 @@ def _assemble(data: bytes, budget: int, count: Count, head: list[_Line], tail: l
             first, last = gap
             n = last - first + 1
             if errors:
-                which = f"all {len(errors)}" if complete else f"first {len(errors)}; grep below for all"
+                which = f"all {len(errors)}" if complete else f"first {len(errors)}; grep below for more"
                 parts.append(f"… [{n:,} {unit[n != 1]} omitted: {first:,}–{last:,};"
                              f" {unit[1]} among them that report errors ({which}):] …")
                 parts.extend(errors)
@@ -534,19 +535,25 @@ def _assemble(data: bytes, budget: int, count: Count, head: list[_Line], tail: l
 
 
 def error_grep(lines: list[str]) -> str:
-    """A grep pattern for the rest of a list of error lines that stopped at its first few: the words that
-    made those lines errors, as they are written ("ERROR", "Error|FATAL"). The reference's next calls offer
-    it in place of a bare "regex": "first 4" of 2,857 ERROR lines said nothing of how to find the others."""
+    """A grep pattern for more of a list of error lines that stopped at its first few: the words that made
+    those lines errors, as they are written, each a word of its own (`\\bERROR\\b|Error\\b`: a class
+    name's ending). The reference's next calls offer it in place of a bare "regex": "first 4" of 2,857
+    ERROR lines said nothing of how to find the others. Without the word bounds, `error` matched 9,999
+    lines of a kernel log for its 4 errors (`errors=remount-ro`, `rx_errors=0`); a word the first lines
+    do not say (a later `panicked`) it does not find."""
     words: list[str] = []
     for line in lines:
         found = _ERROR_LINE.search(_NOT_AN_ERROR.sub("", plain(line)))
         if not found:
             continue
         word = found.group(0)
-        word = word[1:] if word[0].islower() and word[1:2].isupper() else word  # "eError" of ValueError
+        if word[1:].startswith(("Error", "Exception")) and word[0].isalpha():  # "eError" of ValueError
+            word = word[1:] + r"\b"
+        else:
+            word = rf"\b{word}\b"
         if word not in words:
             words.append(word)
-    return "|".join(words[:4]) or "(?i)error|exception|traceback|fatal|panic|fail"  # its word cut off
+    return "|".join(words[:4]) or r"(?i)\b(?:error|exception|traceback|fatal|panic|fail)"  # its word cut off
 
 
 def describe_omitted(data: bytes, head: list[_Line], tail: list[_Line], total: int, unit: Unit = LINES) -> str:
