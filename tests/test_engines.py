@@ -473,3 +473,12 @@ def test_equality_filter_fast_path_matches_the_library(items, expression, wrap):
 
     doc = {"data": items if wrap else {"rows": items}} if expression.startswith("data") else items
     assert run_jmespath(doc, expression) == jmespath.search(expression, doc)
+
+
+def test_a_type_error_inside_the_jmespath_library_is_a_query_error(doc):
+    """contains(title, "crash") compares with the field `crash` (null), and the library's `None in str`
+    came out as a raw TypeError."""
+    docs = [{"title": "a crash", "state": "open"}] * 3
+    with pytest.raises(QueryError, match=r'JMESPath failed on this document: .*reads as null'):
+        run_jmespath(docs, '[?contains(title, "crash")]')
+    assert run_jmespath(docs, "[?contains(title, 'crash')] | length(@)") == 3

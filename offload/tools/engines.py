@@ -110,6 +110,9 @@ def run_jmespath(doc: Any, expression: str, most: int | None = JMESPATH_MOST) ->
         result = compiled.search(doc, options=_options(most) if most is not None else None)
     except jmespath.exceptions.JMESPathError as exc:  # wrong argument types, unknown function, arity
         raise QueryError(_jmespath_message(doc, expression, exc)) from exc
+    except TypeError as exc:  # the library's own: contains(title, "crash") tests `None in str`
+        raise QueryError(_message(doc, expression, f"{exc} (a key the document does not hold, or a \"quoted\" "
+                                                   "name, reads as null)", None, failed=True)) from exc
     except RecursionError:
         raise QueryError(_TOO_DEEP.format("JMESPath expression")) from None
     if most is not None and not within(result, most):
@@ -214,13 +217,16 @@ def _jmespath_reason(exc: jmespath.exceptions.JMESPathError) -> tuple[str, int |
 
 def _jmespath_message(doc: Any, expression: str, exc: jmespath.exceptions.JMESPathError) -> str:
     reason, position = _jmespath_reason(exc)
+    # a well-formed expression that failed on this document's values is not an invalid one
+    return _message(doc, expression, reason, position, failed=isinstance(exc, jmespath.exceptions.JMESPathTypeError))
+
+
+def _message(doc: Any, expression: str, reason: str, position: int | None, *, failed: bool) -> str:
     shown = expression.replace("\n", " ")
     if position is not None and 0 <= position <= len(shown):
         where = f" at column {position + 1}\n  {shown}\n  {' ' * position}^"
     else:
         where = f"\n  {shown}"
-    # a well-formed expression that failed on this document's values is not an invalid one
-    failed = isinstance(exc, jmespath.exceptions.JMESPathTypeError)
     return (
         f"{'JMESPath failed on this document' if failed else 'Invalid JMESPath expression'}: {reason}{where}\n"
         f"Example for this document: {jmespath_example(doc)} "
