@@ -444,6 +444,11 @@ def test_an_empty_filter_on_a_double_quoted_name_says_what_the_string_finds(sqli
         assert counted["result"] == 0 and "length([?state=='open']) returns 1000" in counted["note"]
         text = dispatch(off, "query_artifact", {"artifact_id": ref.artifact_id, "jmespath": '[?state=="open"]'}).text
         assert "double-quoted" in text
-        # nothing to say when the strings find nothing either, or when the result is not empty
+        # a result that is not empty but as wrong (every item), and a quoted name the items have, kept
+        unequal = off.query_artifact(ref.artifact_id, jmespath='[?state!="open"] | length(@)')
+        assert unequal["result"] == 3_000 and "[?state!='open'] | length(@) returns 2000" in unequal["note"]
+        left = off.query_artifact(ref.artifact_id, jmespath='[?"state"=="open"] | length(@)')
+        assert "[?\"state\"=='open'] | length(@) returns 1000" in left["note"]
+        # nothing to say when the strings find nothing either, or when no quoted name is compared
         assert "note" not in off.query_artifact(ref.artifact_id, jmespath='[?state=="merged"]')
         assert "note" not in off.query_artifact(ref.artifact_id, jmespath="[?state=='open'] | [0]")

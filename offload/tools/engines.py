@@ -365,23 +365,30 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-# A double-quoted string compared in a filter: in JMESPath "open" is the field named open, not a string
-_QUOTED_COMPARED = re.compile(r'(?:==|!=|<=|>=|<|>)\s*"((?:[^"\\]|\\.)*)"|"((?:[^"\\]|\\.)*)"\s*(?:==|!=|<=|>=|<|>)')
+# A double-quoted string in an expression, and the comparison operators beside which it is a value
+_QUOTED = re.compile(r'"((?:[^"\\]|\\.)*)"')
+_COMPARES = ("==", "!=", "<=", ">=", "<", ">")
 
 
 def quoted_field_note(doc: Any, expression: str) -> str | None:
-    """For an empty result: the same expression with the double-quoted strings it compares written as
-    JMESPath strings, with what that returns, when that is not empty. `[?state=="open"]` compares `state`
-    with a field named `open` (none), and said nothing of why it found nothing."""
+    """The same expression with each double-quoted name it compares that no item has written as a JMESPath
+    string, with what that returns, when that is not empty or nothing. `[?state=="open"]` compares `state`
+    with a field named `open` (none): it returned [] and said nothing of why, and `[?state!="open"]` every
+    item. A quoted name the items have (`[?"state"=='open']`, `"my-key"`) is a field, as written."""
     if '"' not in expression:
         return None
+    _, array = _main_array(doc)
+    keys = {key for item in (array or [])[:50] if isinstance(item, dict) for key in item}
 
     def literal(match: re.Match) -> str:
-        quoted = match.group(0)
-        text = match.group(1) if match.group(1) is not None else match.group(2)
-        return quoted.replace(f'"{text}"', "'" + text.replace("'", "\\'") + "'")
+        before, after = expression[:match.start()].rstrip(), expression[match.end():].lstrip()
+        compared = before.endswith(_COMPARES) or after.startswith(_COMPARES)
+        name = match.group(1)
+        if not compared or name in keys:
+            return match.group(0)
+        return "'" + name.replace("'", "\\'") + "'"
 
-    fixed = _QUOTED_COMPARED.sub(literal, expression)
+    fixed = _QUOTED.sub(literal, expression)
     if fixed == expression:
         return None
     try:

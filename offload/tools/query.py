@@ -291,8 +291,7 @@ class QueryRunner:
     def _jmespath(self, row: dict, expression: str, offset: int, limit: int | None) -> Outcome:
         doc = self.document(row)
         result = run_jmespath(doc, expression, self.result_bytes)
-        nothing = result is None or result == [] or (type(result) is int and result == 0)
-        note = quoted_field_note(doc, expression) if nothing else None
+        note = quoted_field_note(doc, expression)
         if isinstance(result, list):
             total = len(result)
             start = absolute(offset, total)
