@@ -63,7 +63,7 @@ _RULE = re.compile(r"[ \t]*[|+]?(?:[ \t]*:?-+:?[ \t]*[|+])+(?:[ \t]*:?-+:?[ \t]*
 # A table drawn with box-drawing characters (`sqlite3 -box`, `psql -P linestyle=unicode`, DuckDB's shell):
 # its cells between `│`, its rules of `─` with their corners and joints
 BOX = "│"
-_JOINTS = "┌┬┐├┼┤└┴┘╞╪╡╒╤╕╘╧╛┏┳┓┣╋┫┗┻┛"
+_JOINTS = "┌┬┐├┼┤└┴┘╭╮╰╯╞╪╡╒╤╕╘╧╛┏┳┓┣╋┫┗┻┛"
 _BOX_RULE = re.compile(rf"[ \t]*[{_JOINTS}]?[─═━]+(?:[{_JOINTS}][─═━]*)*[ \t]*")
 FRAMED_BY = ("|", BOX)  # the delimiters of tables drawn for people
 _FOOTER = re.compile(r"\(\d[\d,]* rows?\)|(?:\d[\d,]* rows? in set|Empty set)(?:, \d+ warnings?)?(?: \([\d.]+ sec\))?")
