@@ -262,7 +262,7 @@ class Reference:
             what = (f"Preview ({self.stream or 'stdout'})" if self.kind == "shell" or self.exit_code is not None
                     else "Preview")
             parts.append(f"{what}{' — partial' if self.truncated else ' — complete'}:\n{self.preview}")
-        if self.omitted:
+        if self.omitted and not self._stderr_only():  # of stdout: there was nothing on it to leave out
             parts.append(self.omitted[:1].upper() + self.omitted[1:] + ".")
         if self.stderr is not None and self.terse and not self.stderr:
             where = (f", stored whole as {self.stderr_artifact_id}" if self.stderr_artifact_id else "")

@@ -969,6 +969,9 @@ def test_a_shell_result_with_only_stderr_is_described_by_its_stderr(sqlite_url, 
     assert text.startswith(f"[offload] The result of `bash` was too large for the context and was stored whole as "
                            f"{ref.artifact_id} (shell output: stdout empty; stderr {len(stderr):,} bytes, below).")
     assert "stdout: empty." in text and "[empty: 0 bytes]" not in text and "empty result" not in text
+    small = Offloader(sqlite_url, limits={"bash": 200}, reference_tokens=200)
+    terse = small.process("bash", {"stdout": "", "stderr": stderr, "exit_code": 101}).render()
+    assert "stdout: empty." in terse and "none of it is shown" not in terse.lower()  # there was nothing to show
     assert "(first 5; grep below for more)" in text
     pattern = json.loads(re.search(r'grep=("[^"]+"), context=2', text).group(1))
     assert pattern == r"\berror\b"
