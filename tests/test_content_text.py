@@ -395,7 +395,7 @@ def test_names_and_options_holding_error_words_are_not_error_lines_nor_crowd_out
     """A kernel log's `errors=remount-ro` and `rx_errors=0` (15,000 of them) were three of its five error
     lines, and then, as candidates that are no errors, used up the search before its segfault and I/O
     errors; `panic=1`, rustdoc's `macro.panic!.html` and rustc's `help: … and panic if …` are none."""
-    from offload.content.lines import _error_lines
+    from offload.content.errorlines import error_lines
 
     lines = []
     for i in range(30_000):
@@ -407,7 +407,7 @@ def test_names_and_options_holding_error_words_are_not_error_lines_nor_crowd_out
     lines[25_001] = "[ 5004.302312] python3[9182]: segfault at 0 ip 00007f1c2a4b1e2d error 4 in libc.so.6"
     lines[29_002] = "[ 6571.622413] Buffer I/O error on dev sda1, logical block 15432, async page read"
     data = ("\n".join(lines) + "\n").encode()
-    found, complete = _error_lines(data, (0, len(data)), (0, len(lines) - 1), 5)
+    found, complete = error_lines(data, (0, len(data)), (0, len(lines) - 1), 5)
     assert [number for number, _ in found] == [25_001, 29_002] and complete
     preview = build_preview(detect(data), data, 800, o200k)
     assert preview.extra["error_lines"] == [25_001, 29_002] and "(all 2)" in preview.text
@@ -418,7 +418,7 @@ def test_names_and_options_holding_error_words_are_not_error_lines_nor_crowd_out
 def test_the_test_by_a_keywords_neighbours_never_rejects_what_the_search_takes(word):
     """`_stands_alone` skips a keyword by the bytes beside it before its line is decoded and searched;
     it must take every one the search (`_ERROR_LINE`) would."""
-    from offload.content.lines import _ERROR_LINE, _stands_alone
+    from offload.content.errorlines import _ERROR_LINE, _stands_alone
 
     befores = ["", " ", "x", "X", "e", "_", "/", ".", "-", "=", ":", "[", "(", "'", "1", "é", "Value", "IO", "\t"]
     afters = ["", " ", ":", "=", ".", ".x", "!.html", "!", "s", "ing", "_", "-", "/", "1", ",", ")", "é", "\r"]
