@@ -460,6 +460,14 @@ def test_exceptions_named_with_capitals_are_error_lines():
     data = ("\n".join(lines) + "\n").encode()
     preview = build_preview(detect(data), data, 800, o200k)
     assert preview.extra["error_lines"] == [5_000, 9_000, 12_000] and "(all 3)" in preview.text
+    # npm says ERR!, and its grep takes no word bound after the `!`
+    npm = [f"npm http fetch GET 200 https://registry.npmjs.org/pkg{i} 12ms" for i in range(5_000)]
+    for i in range(3_000, 3_012):
+        npm[i] = f"npm ERR! peer dep conflict {i}"
+    data = ("\n".join(npm) + "\n").encode()
+    preview = build_preview(detect(data), data, 600, o200k)
+    assert preview.extra["error_lines"][:2] == [3_000, 3_001] and preview.extra["error_grep"] == r"\bERR!"
+    assert sum(bool(re.search(preview.extra["error_grep"], line)) for line in npm) == 12
 
 
 def test_coloured_error_lines_are_found_and_file_names_are_not_errors():

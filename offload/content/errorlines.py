@@ -24,10 +24,11 @@ _MAX_ERROR_CANDIDATES = 5000
 # of those were a kernel log's five error lines, beside its oops and OOM kill)
 WORD_START, WORD_END = r"(?<![\w/.-])", r"(?![\w/=-]|!?\.\w)"
 
-_ERROR_WORDS = (b"error", b"exception", b"traceback", b"fatal", b"panic", b"fail")
+_ERROR_WORDS = (b"error", b"exception", b"traceback", b"fatal", b"panic", b"fail", b"err!")
 _ERROR_LINE = re.compile(
     r"(?i:" + WORD_START + r"(?:errors?|fatal|panic(?:ked)?|fail(?:ed|ure|ures|s)?|exceptions?|traceback)"
     + WORD_END + r")|[A-Za-z](?:Error|Exception)" + WORD_END
+    + "|" + WORD_START + "ERR!"  # npm's `npm ERR! code ERESOLVE`
 )
 # Terminal colour and cursor codes (CSI, OSC): `\x1b[31mERROR` holds no word "ERROR" for `\b` to find.
 _ANSI = re.compile(r"\x1b(?:\[[0-9;:?<=>]*[ -/]*[@-~]|\][^\x07\x1b]*(?:\x07|\x1b\\)?)")
@@ -169,8 +170,8 @@ def error_grep(lines: list[str]) -> str:
         word = found.group(0)
         if word[1:].startswith(("Error", "Exception")) and word[0].isalpha():  # "eError" of ValueError
             word = word[1:] + r"\b"
-        else:
-            word = rf"\b{word}\b"
+        else:  # a word's end is no word bound after a `!` (npm's ERR!)
+            word = rf"\b{re.escape(word)}" + (r"\b" if word[-1].isalnum() else "")
         if word not in words:
             words.append(word)
     return "|".join(words[:4]) or r"(?i)\b(?:error|exception|traceback|fatal|panic|fail)"  # its word cut off
