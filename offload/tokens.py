@@ -144,7 +144,7 @@ _BOX_RUN_TAIL = re.compile(b"(?<=" + re.escape(_BOX_RUN[:6]) + b")" + re.escape(
 
 def _coded(encoded: bytes) -> bytes:
     """A code a character (see _code_table); a box line run's third and later `─` that of `-`."""
-    if _BOX_RUN in encoded:
+    if b"\xe2" in encoded and _BOX_RUN in encoded:  # a byte's memchr first: 0.03 ms a MB, the run's 0.3-0.5
         encoded = _BOX_RUN_TAIL.sub(b"-", encoded)
     return encoded.translate(_CODES, _CONTINUATION_BYTES)
 
