@@ -21,7 +21,7 @@ from typing import Iterable, Iterator
 import numpy as np
 
 __all__ = ["Layout", "column_names", "describe_table", "extra_names", "first_row_is_data", "irregular_frame",
-           "is_rule", "plausible_header", "read_layout", "records"]
+           "is_rule", "plausible_header", "read_layout", "records", "row_names"]
 
 TYPE_SAMPLE = 2000
 EXACT_NULLS_CHARS = 1 << 20
@@ -315,6 +315,12 @@ def column_names(header: list[str]) -> list[str]:
     return names
 
 
+def row_names(stop: int, start: int = 0) -> list[str]:
+    """The names of a table without a header row (`Layout.header`), from column `start` to `stop`:
+    `column0`, `column1`…, given to SQL too (DuckDB's own from 10 columns on are `column00`…)."""
+    return [f"column{i}" for i in range(start, stop)]
+
+
 def extra_names(names: list[str], widest: int) -> list[str]:
     """The names SQL gives the fields a ragged record has past the header's `names`: `column_N`, N the
     0-based position, suffixed ` (2)`… where a header name takes it in any case."""
@@ -341,7 +347,7 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
     sampled = len(sample) > TYPE_SAMPLE
     sample = sample[:TYPE_SAMPLE]
     if not layout.header:
-        header = [f"column{i}" for i in range(len(sample[0]) if sample else 0)]
+        header = row_names(len(sample[0]) if sample else 0)
     names = column_names(header)
     width = min(len(names), MAX_COLUMNS)
     whole = _whole_columns(text, layout, width) if sampled and len(text) <= EXACT_NULLS_CHARS else None
@@ -379,7 +385,7 @@ def describe_table(data: bytes, text: str, delimiter: str) -> dict:
     if ragged:
         if "widest" in ragged:  # the names SQL gives the extra fields: all, or the first and the last
             widest = ragged.pop("widest")  # a table without a header: SQL names them as the others
-            extra = extra_names(names, widest) if layout.header else [f"column{i}" for i in range(len(names), widest)]
+            extra = extra_names(names, widest) if layout.header else row_names(widest, len(names))
             ragged["extra_columns"] = len(extra)
             ragged["extra_names"] = extra if len(extra) <= 4 else [extra[0], extra[-1]]
         if sampled and counts is None:

@@ -263,7 +263,7 @@ class Fitting:
         if any(self.facts[i].slots for i in range(*last)):
             why = (f"Results over {self.cap:,} tokens are already references: shrink the turn's own messages, or "
                    "pass a larger window_tokens or budget_ratio.")
-        elif other := _other_api(self.out[last[0]:last[1]], self.fmt.name):
+        elif other := _other_api([self.facts[i].data for i in range(*last)], self.fmt.name):
             why = (f"The turn holds no tool result of {self.fmt.name} messages, and its messages look like "
                    f'{other}\'s: pass api="{other}".')
         else:  # "already references" of a turn with none: a pasted text
@@ -391,11 +391,10 @@ _API_OF_BLOCKS = {"tool_result": "anthropic", "tool_use": "anthropic", "function
                   "function_call": "openai-responses"}
 
 
-def _other_api(messages: list, api: str) -> str | None:
-    """The API whose tool results `messages` hold, when not `api`'s: an Anthropic list fitted as OpenAI's
-    had its 174,000-token tool_result said to be a reference already."""
-    for message in messages:
-        data = message if isinstance(message, dict) else getattr(message, "__dict__", {})
+def _other_api(messages: list[dict], api: str) -> str | None:
+    """The API whose tool results `messages` (as dicts: `Facts.data`) hold, when not `api`'s: an Anthropic
+    list fitted as OpenAI's had its 174,000-token tool_result said to be a reference already."""
+    for data in messages:
         blocks = data.get("content") if isinstance(data.get("content"), list) else []
         for item in [data, *blocks]:
             other = _API_OF_BLOCKS.get(item.get("type")) if isinstance(item, dict) else None

@@ -16,7 +16,7 @@ import duckdb
 import orjson
 
 from offload.content import parse_json
-from offload.content.table import QUOTE, Layout, column_names, extra_names, read_layout, records
+from offload.content.table import QUOTE, Layout, column_names, extra_names, read_layout, records, row_names
 from offload.errors import QueryError
 from offload.jsontext import dumps
 
@@ -207,8 +207,7 @@ def fill_csv(conn: duckdb.DuckDBPyConnection, folder: str, data: bytes, delimite
     # a table without a header row (`Layout.header`) is read as one, its columns named column0…
     expected = layout.rows + (1 if layout.header and not header and first else 0)
     header = header and layout.header
-    # the shape's names: DuckDB's own for 10 columns and more are column00, column01…
-    names = column_names(first) if header else [f"column{i}" for i in range(len(first))]
+    names = column_names(first) if header else row_names(len(first))
     path = _write(folder, "artifact.csv", data)
     # DuckDB reads the bytes itself unless it would read other rows: a framed table's, a footer (a row to
     # it), a quote beside a space
@@ -272,7 +271,7 @@ def _rectangular(folder: str, text: str, layout: Layout, header: bool,
         names = column_names(first)  # the shape's, and past them names no header name takes in any case
         names += extra_names(names, widest)
     else:
-        names = [f"column{i}" for i in range(widest)]
+        names = row_names(widest)
     with open(os.path.join(folder, "rectangular.csv"), "x", encoding="utf-8", newline="") as file:
         writer = csv.writer(file, quoting=csv.QUOTE_ALL, lineterminator="\n")  # an empty field: NULL
         rows = records(text, layout)
